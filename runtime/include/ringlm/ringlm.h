@@ -1,0 +1,257 @@
+/* ringlm: on-device text generation in caller-owned memory.
+ *
+ * The only public header. C99; no allocation anywhere behind it.
+ *
+ * Ownership, in one place:
+ *  - Model bytes are borrowed: they must stay valid and unmodified while the rlm_model and every
+ *    session opened on it are in use. Opening copies nothing.
+ *  - rlm_model is caller storage (a stack or static variable is fine); it holds a verified view.
+ *  - Session memory is borrowed for the life of the session; the rlm_session handle points into
+ *    it. There is nothing to free: stop using the memory and the session is gone.
+ *  - Pointers a call returns into session memory (step text, logits) stay valid until the next
+ *    call that takes the same session.
+ *
+ * Threads: different sessions (even on one model) may be used from different threads at the
+ * same time; one session must not be used by two threads at once. rlm_model is read-only
+ * after open.
+ *
+ * Structs that may grow carry struct_size: set it with the matching *_default() function (or
+ * to sizeof the struct); a size this library does not know returns RLM_ERR_STRUCT_SIZE. */
+#ifndef RINGLM_RINGLM_H_
+#define RINGLM_RINGLM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define RLM_API
+#else
+#define RLM_API __attribute__((visibility("default")))
+#endif
+
+/* Model file format version this library reads. */
+#define RLM_FORMAT_VERSION 1u
+
+typedef enum rlm_status {
+  RLM_OK = 0,
+  RLM_ERR_INVALID_ARGUMENT = 1,   /* NULL pointer or argument out of range */
+  RLM_ERR_STRUCT_SIZE = 2,        /* struct_size not one this library knows */
+  RLM_ERR_BUFFER_TOO_SMALL = 3,   /* caller memory smaller than required */
+  RLM_ERR_MISALIGNED = 4,         /* caller memory not aligned as required */
+  RLM_ERR_BAD_STATE = 5,          /* call not valid in the session's current state */
+  RLM_ERR_TOKEN_OUT_OF_RANGE = 6, /* token id < 0 or >= vocab size */
+  RLM_ERR_INVALID_UTF8 = 7,       /* text argument is not valid UTF-8 */
+  RLM_ERR_CAPACITY = 8,           /* a configured budget (prompt tokens, stop strings...) is full */
+  RLM_ERR_REWIND = 9,             /* rewind target no longer held by the ring cache */
+  /* Model verification failures (rlm_model_open). */
+  RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
+  RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
+  RLM_ERR_MODEL_VERSION = 22,     /* format version this library does not read */
+  RLM_ERR_MODEL_CORRUPT = 23,     /* FlatBuffer structure invalid */
+  RLM_ERR_MODEL_HPARAMS = 24,     /* hyperparameters missing, zero, inconsistent or too large */
+  RLM_ERR_MODEL_TENSOR = 25,      /* tensor missing, duplicated, wrong shape or dtype */
+  RLM_ERR_MODEL_BOUNDS = 26,      /* tensor data outside the file or offset+size overflow */
+  RLM_ERR_MODEL_OVERLAP = 27,     /* tensor data overlapping another tensor or the header */
+  RLM_ERR_MODEL_ALIGNMENT = 28,   /* tensor data or model bytes not 64-byte aligned */
+  RLM_ERR_MODEL_TOKENIZER = 29,   /* tokenizer tables inconsistent or token ids out of range */
+  RLM_ERR_MODEL_UNSUPPORTED = 30, /* valid file, but a feature this build does not run */
+  RLM_ERR_INTERNAL = 99
+} rlm_status;
+
+/* Static string naming the status, e.g. "RLM_ERR_BUFFER_TOO_SMALL". Never NULL. */
+RLM_API const char* rlm_status_string(rlm_status status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Model
+ * ------------------------------------------------------------------------------------------- */
+
+/* Caller-provided storage for an opened model. Contents are private. */
+typedef struct rlm_model {
+  uint64_t opaque_[64];
+} rlm_model;
+
+/* Verifies `bytes` (the whole model file) and makes `model` a view over it. `bytes` must be
+ * 64-byte aligned (mmap and the rlm_embed output are) and outlive the model and its sessions.
+ * Copies nothing, allocates nothing. On failure, rlm_model_error() explains. */
+RLM_API rlm_status rlm_model_open(const void* bytes, size_t size, rlm_model* model);
+
+/* Message for the last failed rlm_model_open on this storage ("" if none). Never NULL. */
+RLM_API const char* rlm_model_error(const rlm_model* model);
+
+typedef struct rlm_model_info {
+  uint32_t struct_size;
+  uint32_t n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size, max_context;
+  int32_t bos_id, eos_id;
+  uint32_t n_tensors;
+  uint64_t weight_bytes; /* sum of tensor data sizes */
+} rlm_model_info;
+
+RLM_API void rlm_model_info_default(rlm_model_info* info);
+RLM_API rlm_status rlm_model_get_info(const rlm_model* model, rlm_model_info* info);
+
+/* ---------------------------------------------------------------------------------------------
+ * Session memory and lifetime
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum rlm_kv_dtype { RLM_KV_F32 = 0, RLM_KV_F16 = 1 } rlm_kv_dtype;
+
+typedef struct rlm_session_config {
+  uint32_t struct_size;
+  uint32_t n_ctx;             /* KV ring slots; 0 = model max context */
+  uint32_t n_sink;            /* attention-sink positions kept when the ring wraps (default 4) */
+  rlm_kv_dtype kv_dtype;      /* default RLM_KV_F32 */
+  uint32_t n_threads;         /* default 1 */
+  uint32_t n_batch;           /* max tokens per prefill pass; longer prompts run in chunks (64) */
+  uint32_t max_pending;       /* prompt-token buffer (tokens fed but not yet run) (default 2048) */
+  uint32_t stop_string_bytes; /* bytes for all stop strings together (default 256) */
+  uint32_t max_stop_strings;  /* default 8 */
+  uint32_t max_stop_tokens;   /* caller-added end tokens (default 8) */
+  uint32_t penalty_window;    /* max repeat_last_n the session can honour (default 256) */
+  uint32_t max_logit_bias;    /* entries of logit bias the session stores (default 16) */
+} rlm_session_config;
+
+RLM_API void rlm_session_config_default(rlm_session_config* config);
+
+/* Exact bytes and alignment a session needs for this model and config. */
+RLM_API rlm_status rlm_session_memory(const rlm_model* model, const rlm_session_config* config,
+                                      size_t* bytes, size_t* alignment);
+
+typedef struct rlm_session rlm_session;
+
+/* Carves the session out of `memory` (borrowed; must outlive the session). Fails with
+ * RLM_ERR_BUFFER_TOO_SMALL if `size` is below rlm_session_memory's answer, and
+ * RLM_ERR_MISALIGNED if `memory` is not aligned to its alignment. Allocates nothing. */
+RLM_API rlm_status rlm_session_init(const rlm_model* model, const rlm_session_config* config,
+                                    void* memory, size_t size, rlm_session** session);
+
+/* Message for the last failed call on this session ("" if none). Never NULL. */
+RLM_API const char* rlm_session_error(const rlm_session* session);
+
+/* Forget everything: position 0, nothing pending, stops and sampling kept. */
+RLM_API rlm_status rlm_session_reset(rlm_session* session);
+
+/* ---------------------------------------------------------------------------------------------
+ * Input
+ * ------------------------------------------------------------------------------------------- */
+
+/* Tokenizes UTF-8 text inside the runtime and queues it. BOS is prepended per the model when
+ * the session is at position 0 with nothing queued. Starts a new turn: the max-tokens count and
+ * stop state restart. */
+RLM_API rlm_status rlm_session_feed_text(rlm_session* session, const char* text, size_t len);
+
+/* Queues token ids as given (no BOS added). Starts a new turn like feed_text. */
+RLM_API rlm_status rlm_session_feed_tokens(rlm_session* session, const int32_t* tokens,
+                                           size_t n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sampling and stops
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct rlm_logit_bias {
+  int32_t token;
+  float bias;
+} rlm_logit_bias;
+
+/* Stage order (each stage off at its neutral value): logit bias → repetition / frequency /
+ * presence penalties over the last penalty_last_n tokens → temperature (0 = greedy argmax)
+ * → top-k → softmax → top-p → min-p → renormalise → draw with the session RNG. */
+typedef struct rlm_sampling {
+  uint32_t struct_size;
+  float temperature;        /* 0 = greedy (default 0.8) */
+  int32_t top_k;            /* 0 = off (default 40) */
+  float top_p;              /* 1 = off (default 0.95) */
+  float min_p;              /* 0 = off (default 0.05) */
+  float repeat_penalty;     /* 1 = off (default 1) */
+  float frequency_penalty;  /* 0 = off */
+  float presence_penalty;   /* 0 = off */
+  int32_t penalty_last_n;   /* window of past tokens the penalties see (default 64) */
+  uint64_t seed;            /* RNG seed (xorshift64*); set_sampling reseeds (default 0x5eed) */
+  const rlm_logit_bias* logit_bias; /* copied in; NULL/0 = none */
+  uint32_t n_logit_bias;
+} rlm_sampling;
+
+RLM_API void rlm_sampling_default(rlm_sampling* sampling);
+RLM_API rlm_status rlm_session_set_sampling(rlm_session* session, const rlm_sampling* sampling);
+
+/* Extra end tokens and stop strings (copied into the session within the configured budgets). */
+RLM_API rlm_status rlm_session_add_stop_token(rlm_session* session, int32_t token);
+RLM_API rlm_status rlm_session_add_stop_string(rlm_session* session, const char* text,
+                                               size_t len);
+RLM_API rlm_status rlm_session_clear_stops(rlm_session* session);
+/* Tokens generated per turn before RLM_STOP_MAX_TOKENS; 0 = unlimited. */
+RLM_API rlm_status rlm_session_set_max_tokens(rlm_session* session, uint32_t max_tokens);
+/* When non-zero, the model's own end tokens do not stop generation (caller-added ones do). */
+RLM_API rlm_status rlm_session_set_ignore_eos(rlm_session* session, int ignore);
+
+/* ---------------------------------------------------------------------------------------------
+ * The step
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum rlm_stop_reason {
+  RLM_STOP_NONE = 0,
+  RLM_STOP_END_TOKEN = 1,
+  RLM_STOP_STOP_STRING = 2,
+  RLM_STOP_MAX_TOKENS = 3
+} rlm_stop_reason;
+
+typedef struct rlm_step_result {
+  uint32_t struct_size;
+  int32_t token;          /* the sampled token */
+  uint32_t position;      /* absolute position the sampled token occupies */
+  const char* text;       /* UTF-8 text this step releases; borrowed until the next call */
+  size_t text_len;
+  rlm_stop_reason stop;   /* != NONE: the turn ended; feed more input to continue */
+  uint32_t n_evaluated;   /* tokens run through the model by this step */
+} rlm_step_result;
+
+RLM_API void rlm_step_result_default(rlm_step_result* result);
+
+/* One turn of the loop: run pending prompt tokens in batched passes (or the last sampled token),
+ * sample in place on the logits, append, detect stops. Text that could begin a stop string or
+ * that ends inside a UTF-8 character is held back and released when decided; a matched stop
+ * string is never released. On error nothing is committed (position and text unchanged). */
+RLM_API rlm_status rlm_step(rlm_session* session, rlm_step_result* result);
+
+/* Run pending tokens without sampling, leaving raw logits readable. A following rlm_step
+ * samples from them without recomputing. */
+RLM_API rlm_status rlm_session_eval(rlm_session* session);
+
+/* Logits of the last evaluated position (vocab_size floats). After rlm_step they are the
+ * sampler's working values (processed in place), before it the raw model output. */
+RLM_API rlm_status rlm_session_logits(const rlm_session* session, const float** logits,
+                                      size_t* n);
+
+/* Tokens in the KV cache (the absolute position of the next token to run). */
+RLM_API uint32_t rlm_session_position(const rlm_session* session);
+
+/* Drop positions >= `position` (pending input and held-back text too), so a chat can reuse the
+ * KV prefix. Allowed for any position <= the current one while the ring has not wrapped;
+ * after a wrap, RLM_ERR_REWIND. */
+RLM_API rlm_status rlm_session_rewind(rlm_session* session, uint32_t position);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tokenizer
+ * ------------------------------------------------------------------------------------------- */
+
+/* Encodes text into `tokens` (capacity `cap`), BOS first when add_bos. *n_out receives the count;
+ * RLM_ERR_CAPACITY if `cap` is too small (then *n_out is the count needed when known, else 0).
+ * Uses `scratch` (at least rlm_tokenize_scratch_bytes(len) bytes, 8-aligned) for working state. */
+RLM_API size_t rlm_tokenize_scratch_bytes(const rlm_model* model, size_t text_len);
+RLM_API rlm_status rlm_tokenize(const rlm_model* model, const char* text, size_t len,
+                                int add_bos, int32_t* tokens, size_t cap, size_t* n_out,
+                                void* scratch, size_t scratch_size);
+
+/* Bytes of one token's piece as text (after "▁" -> " " and <0xNN> -> byte); may be a partial
+ * UTF-8 sequence. Returns RLM_ERR_CAPACITY if `cap` is too small (*n_out = bytes needed). */
+RLM_API rlm_status rlm_token_to_bytes(const rlm_model* model, int32_t token, char* out,
+                                      size_t cap, size_t* n_out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* RINGLM_RINGLM_H_ */

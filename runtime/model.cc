@@ -1,0 +1,275 @@
+#include "model.h"
+
+#include <string.h>
+
+#include "tokenizer.h"
+
+namespace ringlm {
+namespace {
+
+using fb::TensorRole;
+
+bool is_quant(WeightType t) { return t == WeightType::Q8 || t == WeightType::Q4; }
+
+struct Expect {
+  TensorRole role;
+  int32_t layer;
+  uint64_t rows, cols;  // rows == 0: a vector of `cols`
+  bool required;
+};
+
+// The tensors a Llama-family model must (or may) have, with their shapes.
+// Returns the number written to `out` (capacity checked by the caller's loop).
+uint32_t llama_expect(const Hparams& h, uint32_t layer, Expect* out) {
+  const int32_t l = static_cast<int32_t>(layer);
+  uint32_t n = 0;
+  out[n++] = {TensorRole::AttnNorm, l, 0, h.dim, true};
+  out[n++] = {TensorRole::Wq, l, h.q_dim, h.dim, true};
+  out[n++] = {TensorRole::Wk, l, h.kv_dim, h.dim, true};
+  out[n++] = {TensorRole::Wv, l, h.kv_dim, h.dim, true};
+  out[n++] = {TensorRole::Wo, l, h.dim, h.q_dim, true};
+  out[n++] = {TensorRole::FfnNorm, l, 0, h.dim, true};
+  out[n++] = {TensorRole::FfnGate, l, h.ffn_dim, h.dim, true};
+  out[n++] = {TensorRole::FfnDown, l, h.dim, h.ffn_dim, true};
+  out[n++] = {TensorRole::FfnUp, l, h.ffn_dim, h.dim, true};
+  return n;
+}
+
+Status check_hparams(const fb::Architecture* a, Hparams* h, ErrorSink* err) {
+  RLM_CHECK(a != nullptr, RLM_ERR_MODEL_HPARAMS, err, "model has no architecture table");
+  h->family = a->family();
+  h->n_layers = a->n_layers();
+  h->dim = a->dim();
+  h->n_heads = a->n_heads();
+  h->n_kv_heads = a->n_kv_heads();
+  h->head_dim = a->head_dim();
+  h->ffn_dim = a->ffn_dim();
+  h->vocab_size = a->vocab_size();
+  h->max_context = a->max_context();
+  h->rope_theta = a->rope_theta();
+  h->norm_eps = a->norm_eps();
+  h->rope_style = a->rope_style();
+  h->tied_embeddings = a->tied_embeddings();
+#define RANGE(v, hi) \
+  RLM_CHECK((v) >= 1 && (v) <= (hi), RLM_ERR_MODEL_HPARAMS, err, #v " = %u out of [1, %u]", (v), (hi))
+  RANGE(h->n_layers, kMaxLayers);
+  RANGE(h->dim, kMaxDim);
+  RANGE(h->n_heads, kMaxHeads);
+  RANGE(h->n_kv_heads, kMaxHeads);
+  RANGE(h->head_dim, kMaxHeadDim);
+  RANGE(h->ffn_dim, kMaxFfn);
+  RANGE(h->vocab_size, kMaxVocab);
+  RANGE(h->max_context, kMaxContext);
+#undef RANGE
+  RLM_CHECK(h->n_heads % h->n_kv_heads == 0, RLM_ERR_MODEL_HPARAMS, err,
+            "n_heads %u not a multiple of n_kv_heads %u", h->n_heads, h->n_kv_heads);
+  RLM_CHECK(h->head_dim % 2 == 0, RLM_ERR_MODEL_HPARAMS, err, "head_dim %u is odd", h->head_dim);
+  h->q_dim = h->n_heads * h->head_dim;
+  h->kv_dim = h->n_kv_heads * h->head_dim;
+  RLM_CHECK(h->q_dim <= kMaxDim * 4, RLM_ERR_MODEL_HPARAMS, err, "n_heads * head_dim too large");
+  RLM_CHECK(h->rope_theta > 0.0f && h->rope_theta < 1e12f, RLM_ERR_MODEL_HPARAMS, err,
+            "rope_theta %g out of range", static_cast<double>(h->rope_theta));
+  RLM_CHECK(h->norm_eps >= 0.0f && h->norm_eps < 1.0f, RLM_ERR_MODEL_HPARAMS, err,
+            "norm_eps %g out of range", static_cast<double>(h->norm_eps));
+  RLM_CHECK(static_cast<uint32_t>(h->rope_style) <= static_cast<uint32_t>(fb::RopeStyle::MAX),
+            RLM_ERR_MODEL_HPARAMS, err, "unknown rope_style %u", (unsigned)h->rope_style);
+
+  // Features this build runs (issue #6 adds the other families).
+  RLM_CHECK(h->family == fb::Family::Llama, RLM_ERR_MODEL_UNSUPPORTED, err,
+            "model family %s is not supported by this build",
+            fb::EnumNameFamily(h->family)[0] ? fb::EnumNameFamily(h->family) : "(unknown)");
+  RLM_CHECK(a->activation() == fb::Activation::SiLU, RLM_ERR_MODEL_UNSUPPORTED, err,
+            "activation %u not supported", (unsigned)a->activation());
+  RLM_CHECK(a->rope_scaling() == fb::RopeScaling::None, RLM_ERR_MODEL_UNSUPPORTED, err,
+            "rope scaling %u not supported", (unsigned)a->rope_scaling());
+  RLM_CHECK(!a->qkv_bias() && !a->qk_norm() && a->norm_weight_offset() == 0.0f &&
+                a->embedding_scale() == 1.0f && a->attn_logit_softcap() == 0.0f &&
+                a->final_logit_softcap() == 0.0f && a->sliding_window() == 0,
+            RLM_ERR_MODEL_UNSUPPORTED, err,
+            "architecture flags (bias / qk-norm / gemma norms / soft-cap / sliding window) "
+            "are not supported by this build");
+  return RLM_OK;
+}
+
+// Checks one tensor descriptor in isolation: dtype, shape, size, alignment, bounds.
+Status check_tensor(const fb::Tensor* t, uint32_t index, uint64_t header_end, uint64_t file_size,
+                    ErrorSink* err) {
+  RLM_CHECK(t != nullptr, RLM_ERR_MODEL_CORRUPT, err, "tensor %u is null", index);
+  const char* name = t->name() ? t->name()->c_str() : "?";
+  RLM_CHECK(static_cast<uint32_t>(t->dtype()) <= static_cast<uint32_t>(fb::DType::MAX),
+            RLM_ERR_MODEL_TENSOR, err, "tensor %u (%s): unknown dtype %u", index, name,
+            (unsigned)t->dtype());
+  RLM_CHECK(static_cast<uint32_t>(t->role()) <= static_cast<uint32_t>(TensorRole::MAX),
+            RLM_ERR_MODEL_TENSOR, err, "tensor %u (%s): unknown role %u", index, name,
+            (unsigned)t->role());
+  const auto* shape = t->shape();
+  RLM_CHECK(shape && (shape->size() == 1 || shape->size() == 2), RLM_ERR_MODEL_TENSOR, err,
+            "tensor %u (%s): rank must be 1 or 2", index, name);
+  const uint64_t rows = shape->size() == 2 ? shape->Get(0) : 1;
+  const uint64_t cols = shape->Get(shape->size() - 1);
+  RLM_CHECK(rows >= 1 && cols >= 1 && rows < (1ull << 32) && cols < (1ull << 32),
+            RLM_ERR_MODEL_TENSOR, err, "tensor %u (%s): dimension out of range", index, name);
+  const WeightType wt = static_cast<WeightType>(t->dtype());
+  if (is_quant(wt)) {
+    RLM_CHECK(t->group_size() == kQuantGroup, RLM_ERR_MODEL_TENSOR, err,
+              "tensor %u (%s): group_size %u, expected %u", index, name, t->group_size(),
+              kQuantGroup);
+  }
+  const uint64_t expect = tensor_data_bytes(wt, rows, cols);
+  RLM_CHECK(expect != 0 && t->size() == expect, RLM_ERR_MODEL_TENSOR, err,
+            "tensor %u (%s): size %llu, shape and dtype need %llu", index, name,
+            (unsigned long long)t->size(), (unsigned long long)expect);
+  RLM_CHECK(t->offset() % kTensorAlignment == 0, RLM_ERR_MODEL_ALIGNMENT, err,
+            "tensor %u (%s): offset %llu not %llu-byte aligned", index, name,
+            (unsigned long long)t->offset(), (unsigned long long)kTensorAlignment);
+  RLM_CHECK(t->offset() <= file_size && t->size() <= file_size - t->offset(),
+            RLM_ERR_MODEL_BOUNDS, err,
+            "tensor %u (%s): data [%llu, +%llu) outside the %llu-byte file", index, name,
+            (unsigned long long)t->offset(), (unsigned long long)t->size(),
+            (unsigned long long)file_size);
+  RLM_CHECK(t->offset() >= header_end, RLM_ERR_MODEL_OVERLAP, err,
+            "tensor %u (%s): data overlaps the header", index, name);
+  return RLM_OK;
+}
+
+uint32_t count_tensor(const fb::Model* root, TensorRole role, int32_t layer) {
+  uint32_t n = 0;
+  for (const fb::Tensor* t : *root->tensors()) n += (t->role() == role && t->layer() == layer);
+  return n;
+}
+
+Status check_expected(const ModelImpl& m, const Expect& e, ErrorSink* err) {
+  const uint32_t n = count_tensor(m.root, e.role, e.layer);
+  RLM_CHECK(n <= 1, RLM_ERR_MODEL_TENSOR, err, "tensor %s (layer %d) appears %u times",
+            fb::EnumNameTensorRole(e.role), e.layer, n);
+  if (n == 0) {
+    RLM_CHECK(!e.required, RLM_ERR_MODEL_TENSOR, err, "tensor %s (layer %d) is missing",
+              fb::EnumNameTensorRole(e.role), e.layer);
+    return RLM_OK;
+  }
+  const fb::Tensor* t = model_find_tensor(m, e.role, e.layer);
+  const auto* shape = t->shape();
+  const bool ok = e.rows == 0
+                      ? (shape->size() == 1 && shape->Get(0) == e.cols)
+                      : (shape->size() == 2 && shape->Get(0) == e.rows && shape->Get(1) == e.cols);
+  RLM_CHECK(ok, RLM_ERR_MODEL_TENSOR, err, "tensor %s (layer %d): shape does not match the hyperparameters",
+            fb::EnumNameTensorRole(e.role), e.layer);
+  if (e.rows == 0) {
+    RLM_CHECK(t->dtype() == fb::DType::F32, RLM_ERR_MODEL_TENSOR, err,
+              "vector tensor %s (layer %d) must be f32", fb::EnumNameTensorRole(e.role), e.layer);
+  }
+  return RLM_OK;
+}
+
+}  // namespace
+
+Status model_open(const void* bytes, size_t size, ModelImpl* out) {
+  memset(out, 0, sizeof *out);
+  ErrorSink es{out->error, sizeof out->error};
+  ErrorSink* err = &es;
+  RLM_CHECK(bytes != nullptr, RLM_ERR_INVALID_ARGUMENT, err, "model bytes are null");
+  RLM_CHECK(reinterpret_cast<uintptr_t>(bytes) % kTensorAlignment == 0, RLM_ERR_MODEL_ALIGNMENT,
+            err, "model bytes must be %llu-byte aligned", (unsigned long long)kTensorAlignment);
+  const uint8_t* p = static_cast<const uint8_t*>(bytes);
+  RLM_CHECK(size >= 8, RLM_ERR_MODEL_TRUNCATED, err, "file is %zu bytes, too short for a header",
+            size);
+  const uint64_t fb_size = flatbuffers::ReadScalar<uint32_t>(p);
+  RLM_CHECK(fb_size + 4 <= size, RLM_ERR_MODEL_TRUNCATED, err,
+            "header says %llu bytes of metadata, file has %zu", (unsigned long long)fb_size, size);
+  RLM_CHECK(fb_size >= 8 && flatbuffers::BufferHasIdentifier(p, fb::ModelIdentifier(), true),
+            RLM_ERR_MODEL_IDENTIFIER, err, "not a ringlm model (identifier is not \"%s\")",
+            fb::ModelIdentifier());
+  flatbuffers::Verifier verifier(p, static_cast<size_t>(fb_size + 4));
+  RLM_CHECK(fb::VerifySizePrefixedModelBuffer(verifier), RLM_ERR_MODEL_CORRUPT, err,
+            "model metadata failed FlatBuffer verification");
+  const fb::Model* root = fb::GetSizePrefixedModel(p);
+  RLM_CHECK(root->format_version() == kFormatVersion, RLM_ERR_MODEL_VERSION, err,
+            "format version %u, this library reads %u", root->format_version(), kFormatVersion);
+
+  out->bytes = p;
+  out->size = size;
+  Hparams& h = out->hp;
+  RLM_RETURN_IF_ERROR(check_hparams(root->arch(), &h, err));
+  RLM_CHECK(root->tensors() != nullptr && root->tensors()->size() > 0, RLM_ERR_MODEL_TENSOR, err,
+            "model has no tensors");
+
+  // Tensors are stored in increasing offset order (a format rule), so one pass proves that no
+  // two overlap and that none overlaps the header.
+  const uint64_t header_end = fb_size + 4;
+  uint64_t prev_end = header_end;
+  uint64_t total = 0;
+  uint32_t index = 0;
+  for (const fb::Tensor* t : *root->tensors()) {
+    RLM_RETURN_IF_ERROR(check_tensor(t, index, header_end, size, err));
+    RLM_CHECK(t->offset() >= prev_end, RLM_ERR_MODEL_OVERLAP, err,
+              "tensor %u (%s): data overlaps the previous tensor", index,
+              t->name() ? t->name()->c_str() : "?");
+    RLM_CHECK(t->layer() >= -1 && t->layer() < static_cast<int32_t>(h.n_layers),
+              RLM_ERR_MODEL_TENSOR, err, "tensor %u: layer %d out of range", index, t->layer());
+    prev_end = t->offset() + t->size();
+    total += t->size();
+    ++index;
+  }
+  out->root = root;
+  out->n_tensors = index;
+  out->weight_bytes = total;
+
+  // Every tensor the family needs, once, with the right shape; nothing it does not use.
+  uint32_t expected = 0;
+  const Expect globals[] = {
+      {TensorRole::TokenEmbedding, -1, h.vocab_size, h.dim, true},
+      {TensorRole::OutputNorm, -1, 0, h.dim, true},
+      {TensorRole::Output, -1, h.vocab_size, h.dim, !h.tied_embeddings},
+  };
+  for (const Expect& e : globals) {
+    RLM_RETURN_IF_ERROR(check_expected(*out, e, err));
+    expected += count_tensor(root, e.role, e.layer);
+  }
+  Expect per_layer[16];
+  for (uint32_t l = 0; l < h.n_layers; ++l) {
+    const uint32_t n = llama_expect(h, l, per_layer);
+    for (uint32_t i = 0; i < n; ++i) {
+      RLM_RETURN_IF_ERROR(check_expected(*out, per_layer[i], err));
+      expected += count_tensor(root, per_layer[i].role, per_layer[i].layer);
+    }
+  }
+  if (h.tied_embeddings) {
+    RLM_CHECK(count_tensor(root, TensorRole::Output, -1) == 0, RLM_ERR_MODEL_TENSOR, err,
+              "tied embeddings but an Output tensor is present");
+  }
+  RLM_CHECK(expected == out->n_tensors, RLM_ERR_MODEL_TENSOR, err,
+            "model has %u tensors this family does not use", out->n_tensors - expected);
+
+  RLM_RETURN_IF_ERROR(verify_tokenizer(root->tokenizer(), h.vocab_size, err));
+  out->root = root;
+  clear_error(err);
+  return RLM_OK;
+}
+
+const fb::Tensor* model_find_tensor(const ModelImpl& m, fb::TensorRole role, int32_t layer) {
+  if (!m.root || !m.root->tensors()) return nullptr;
+  for (const fb::Tensor* t : *m.root->tensors()) {
+    if (t->role() == role && t->layer() == layer) return t;
+  }
+  return nullptr;
+}
+
+WeightView model_weight(const ModelImpl& m, const fb::Tensor* t) {
+  WeightView v;
+  if (!t) return v;
+  const auto* shape = t->shape();
+  v.type = static_cast<WeightType>(t->dtype());
+  v.rows = shape->size() == 2 ? static_cast<uint32_t>(shape->Get(0)) : 1u;
+  v.cols = static_cast<uint32_t>(shape->Get(shape->size() - 1));
+  v.data = m.bytes + t->offset();
+  if (is_quant(v.type)) {
+    v.row_stride = static_cast<uint32_t>(padded_cols(v.cols));
+    v.scales = reinterpret_cast<const uint16_t*>(
+        m.bytes + t->offset() + quant_scales_offset(v.type, v.rows, v.cols));
+  } else {
+    v.row_stride = v.cols;
+  }
+  return v;
+}
+
+}  // namespace ringlm

@@ -1,0 +1,84 @@
+// A verified, read-only view over a model file in caller memory.
+//
+// model_open runs every structural check once (FlatBuffers verifier, then semantics: bounds,
+// overlap, alignment, shapes, dtypes, tokenizer ids), so later code indexes tensors and
+// tokenizer tables without re-checking anything but data-dependent values (token ids).
+#ifndef RINGLM_RUNTIME_MODEL_H_
+#define RINGLM_RUNTIME_MODEL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model_generated.h"
+#include "quant.h"
+#include "status.h"
+
+namespace ringlm {
+
+constexpr uint32_t kFormatVersion = RLM_FORMAT_VERSION;
+
+// Limits a verified model stays within (guard arithmetic against hostile headers).
+constexpr uint32_t kMaxLayers = 1024;
+constexpr uint32_t kMaxDim = 1u << 16;
+constexpr uint32_t kMaxHeads = 1024;
+constexpr uint32_t kMaxHeadDim = 1024;
+constexpr uint32_t kMaxFfn = 1u << 18;
+constexpr uint32_t kMaxVocab = 1u << 20;
+constexpr uint32_t kMaxContext = 1u << 24;
+constexpr uint32_t kMaxPieceBytes = 256;
+
+// One weight matrix (or vector) as the kernels see it. Pointers borrow the model bytes.
+struct WeightView {
+  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4: packed nibbles
+  const uint16_t* scales = nullptr;  // Q8/Q4: f16 scale per 32-group, (rows, row_stride / 32)
+  WeightType type = WeightType::F32;
+  uint32_t rows = 0;                 // output features (1 for vectors)
+  uint32_t cols = 0;                 // input features
+  uint32_t row_stride = 0;           // stored values per row: cols, or padded_cols for Q8/Q4
+  bool present() const { return data != nullptr; }
+};
+
+struct Hparams {
+  fb::Family family;
+  uint32_t n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size, max_context;
+  uint32_t q_dim;   // n_heads * head_dim
+  uint32_t kv_dim;  // n_kv_heads * head_dim
+  float rope_theta, norm_eps;
+  fb::RopeStyle rope_style;
+  bool tied_embeddings;
+};
+
+struct ModelImpl {
+  const uint8_t* bytes;        // borrowed: the whole file
+  size_t size;
+  const fb::Model* root;       // inside bytes
+  Hparams hp;
+  uint64_t weight_bytes;
+  uint32_t n_tensors;
+  char error[256];
+};
+static_assert(sizeof(ModelImpl) <= sizeof(rlm_model), "rlm_model storage too small");
+static_assert(alignof(ModelImpl) <= alignof(rlm_model), "rlm_model storage misaligned");
+
+inline ModelImpl* model_impl(rlm_model* m) { return reinterpret_cast<ModelImpl*>(m); }
+inline const ModelImpl* model_impl(const rlm_model* m) {
+  return reinterpret_cast<const ModelImpl*>(m);
+}
+
+// Verifies and fills `out`. On failure, out->error holds the message and out->root is null.
+Status model_open(const void* bytes, size_t size, ModelImpl* out);
+
+// The tensor with this role and layer (-1 for global roles), or null.
+const fb::Tensor* model_find_tensor(const ModelImpl& m, fb::TensorRole role, int32_t layer);
+
+// View of a verified tensor (empty view for null).
+WeightView model_weight(const ModelImpl& m, const fb::Tensor* t);
+
+// Convenience: find + view.
+inline WeightView model_weight(const ModelImpl& m, fb::TensorRole role, int32_t layer) {
+  return model_weight(m, model_find_tensor(m, role, layer));
+}
+
+}  // namespace ringlm
+
+#endif  // RINGLM_RUNTIME_MODEL_H_

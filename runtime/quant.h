@@ -1,0 +1,48 @@
+// Weight encodings of the model file (see schema/model.fbs "TENSOR DATA ENCODINGS") and the
+// reference quantizers. Shared by the runtime (verification, dequantizing an embedding row,
+// quantizing activations) and the converter, so both sides agree on every byte.
+#ifndef RINGLM_RUNTIME_QUANT_H_
+#define RINGLM_RUNTIME_QUANT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace ringlm {
+
+constexpr uint32_t kQuantGroup = 32;
+constexpr uint64_t kTensorAlignment = 64;
+
+// Matches fb::DType values; kept here so this header does not need the generated schema.
+enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3 };
+
+inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + (a - 1)) & ~(a - 1); }
+inline uint64_t padded_cols(uint64_t cols) { return align_up(cols, kQuantGroup); }
+
+// Byte offset of the f16 scales plane inside a Q8/Q4 tensor's data.
+uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols);
+
+// Exact bytes a tensor of this type and shape occupies, or 0 if it would overflow 2^62.
+// Callers check rows, cols < 2^32 first.
+uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols);
+
+// Quantize one row of `cols` floats; writes padded_cols(cols) values (zeros past cols) and
+// padded_cols(cols)/32 scales. Scale per group: q8 = amax / 127; q4 = (signed value with the
+// largest magnitude) / -8 so that value maps exactly to -8. Values are rounded with the
+// f16-rounded scale so dequantization matches what the kernels compute.
+void quantize_row_q8(const float* x, size_t cols, int8_t* qs, uint16_t* scales);
+void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales);
+
+// Dequantize `cols` values of one row (the padding is not written).
+void dequantize_row_q8(const int8_t* qs, const uint16_t* scales, size_t cols, float* out);
+void dequantize_row_q4(const uint8_t* qs, const uint16_t* scales, size_t cols, float* out);
+
+// Value i (0..31) of a packed Q4 group of 16 bytes.
+inline int q4_get(const uint8_t* group, unsigned i) {
+  uint8_t b = group[i & 15u];
+  unsigned nib = i < 16 ? (b & 0x0fu) : (b >> 4);
+  return static_cast<int>(nib ^ 8u) - 8;  // sign-extend 4 bits
+}
+
+}  // namespace ringlm
+
+#endif  // RINGLM_RUNTIME_QUANT_H_

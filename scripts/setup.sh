@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the ARM cross builds need. Idempotent:
+# packages already present are not downloaded again. Needs root (or sudo).
+set -euo pipefail
+PKGS=(build-essential cmake ninja-build pkg-config
+      flatbuffers-compiler libflatbuffers-dev nlohmann-json3-dev googletest libgtest-dev
+      libxnnpack-dev libpthreadpool-dev
+      g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user
+      clang libclang-rt-14-dev binutils file)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "setup: all packages present" >&2

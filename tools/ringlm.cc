@@ -1,0 +1,40 @@
+// `ringlm VERB ...`: one executable, one verb per tools/cmd_*.cc.
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+namespace {
+
+struct Verb {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+const Verb kVerbs[] = {
+    {"convert", cmd_convert, "convert llama2.c / GGUF / Hugging Face checkpoints to a model file"},
+    {"inspect", cmd_inspect, "verify a model file and print its contents"},
+    {"generate", cmd_generate, "generate text from a prompt"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+};
+
+void usage(FILE* f) {
+  fprintf(f, "usage: ringlm VERB [options]   (ringlm VERB --help for a verb's options)\n\nverbs:\n");
+  for (const Verb& v : kVerbs) fprintf(f, "  %-10s %s\n", v.name, v.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const Verb& v : kVerbs) {
+    if (!strcmp(argv[1], v.name)) return v.run(argc - 1, argv + 1);
+  }
+  fprintf(stderr, "ringlm: unknown verb '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
