@@ -1,0 +1,259 @@
+#include "sampler.h"
+
+#include <math.h>
+
+#include <algorithm>
+
+namespace ringlm {
+
+namespace {
+
+// Candidate order: larger working logit first, then lower id. Callers guarantee no NaN in the
+// logits they compare (stage 4 replaces NaN by −inf), so this is a strict total order and
+// nth_element/sort results do not depend on the algorithm's internals.
+struct ByLogitDesc {
+  const float* x;
+  bool operator()(int32_t a, int32_t b) const {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  }
+};
+
+// Unnormalised softmax weight of logit `v` given the maximum `m` (m not −inf, not NaN).
+inline float weight(float v, float m) {
+  if (m == INFINITY) return v == INFINITY ? 1.0f : 0.0f;
+  return expf(v - m);
+}
+
+// Stages 1-2: bias and penalties, in place.
+void apply_bias_and_penalties(float* logits, uint32_t vocab, const SamplerParams& p,
+                              const int32_t* recent, size_t n_recent, SamplerScratch* s) {
+  for (uint32_t i = 0; i < p.n_logit_bias; ++i) {
+    const int32_t t = p.logit_bias[i].token;
+    if (t >= 0 && static_cast<uint32_t>(t) < vocab) logits[t] += p.logit_bias[i].bias;
+  }
+
+  const bool any_penalty = p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+                           p.presence_penalty != 0.0f;
+  if (!any_penalty || p.penalty_last_n <= 0 || !recent || n_recent == 0) return;
+  size_t n = n_recent;
+  if (n > static_cast<size_t>(p.penalty_last_n)) n = static_cast<size_t>(p.penalty_last_n);
+  if (n > s->window_cap) n = s->window_cap;
+  // Newest n tokens, sorted, so each distinct token is one run and its length is its count.
+  int32_t* w = s->window;
+  for (size_t i = 0; i < n; ++i) w[i] = recent[n_recent - n + i];
+  std::sort(w, w + n);
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && w[j] == w[i]) ++j;
+    const int32_t t = w[i];
+    const float count = static_cast<float>(j - i);
+    i = j;
+    if (t < 0 || static_cast<uint32_t>(t) >= vocab) continue;
+    float v = logits[t];
+    if (p.repeat_penalty != 1.0f) v = v > 0.0f ? v / p.repeat_penalty : v * p.repeat_penalty;
+    if (p.frequency_penalty != 0.0f) v -= p.frequency_penalty * count;
+    if (p.presence_penalty != 0.0f) v -= p.presence_penalty;
+    logits[t] = v;
+  }
+}
+
+// Stage 3: lowest id among the maxima; NaN never wins (it compares false).
+int32_t argmax(const float* logits, uint32_t vocab) {
+  int32_t best = 0;
+  float best_v = -INFINITY;
+  for (uint32_t i = 0; i < vocab; ++i) {
+    if (logits[i] > best_v) {
+      best_v = logits[i];
+      best = static_cast<int32_t>(i);
+    }
+  }
+  return best;
+}
+
+// Stages 1-9. Returns the survivor count in s->idx/s->probs.
+uint32_t candidates(float* logits, uint32_t vocab, const SamplerParams& p,
+                    const int32_t* recent, size_t n_recent, SamplerScratch* s) {
+  if (vocab > s->vocab) vocab = s->vocab;
+  if (vocab == 0) return 0;
+  apply_bias_and_penalties(logits, vocab, p, recent, n_recent, s);
+
+  int32_t* idx = s->idx;
+  float* probs = s->probs;
+  if (p.temperature == 0.0f) {
+    idx[0] = argmax(logits, vocab);
+    probs[0] = 1.0f;
+    return 1;
+  }
+
+  // Stage 4 (+ the maximum, for the no-top-k path).
+  float m = -INFINITY;
+  int32_t m_id = 0;
+  for (uint32_t i = 0; i < vocab; ++i) {
+    float v = logits[i] / p.temperature;
+    if (v != v) v = -INFINITY;
+    logits[i] = v;
+    if (v > m) {
+      m = v;
+      m_id = static_cast<int32_t>(i);
+    }
+  }
+  if (m == -INFINITY) {  // everything banned: the greedy token, alone
+    idx[0] = m_id;
+    probs[0] = 1.0f;
+    return 1;
+  }
+
+  const ByLogitDesc cmp{logits};
+  const float min_p = p.min_p;
+  double sum_all = 0.0;  // Σw over the top-k survivors (top-p's denominator)
+  uint32_t n = 0;
+  const uint32_t k =
+      (p.top_k <= 0 || static_cast<uint32_t>(p.top_k) >= vocab) ? vocab
+                                                                  : static_cast<uint32_t>(p.top_k);
+  if (k < vocab) {
+    // Stage 5: the k best by partial selection, then sort just those.
+    for (uint32_t i = 0; i < vocab; ++i) idx[i] = static_cast<int32_t>(i);
+    std::nth_element(idx, idx + (k - 1), idx + vocab, cmp);
+    std::sort(idx, idx + k, cmp);
+    // Stages 6 and 8 (min-p: w_max == 1, so p < min_p * p_max is w < min_p). Survivors of
+    // min-p are a prefix of the sorted order.
+    for (uint32_t j = 0; j < k; ++j) {
+      const float w = weight(logits[idx[j]], m);
+      sum_all += w;
+      if (w > 0.0f && w >= min_p && n == j) probs[n++] = w;
+    }
+  } else {
+    // No top-k: weigh every token, keep min-p survivors, sort only those.
+    for (uint32_t i = 0; i < vocab; ++i) {
+      const float w = weight(logits[i], m);
+      sum_all += w;
+      if (w > 0.0f && w >= min_p) idx[n++] = static_cast<int32_t>(i);
+    }
+    std::sort(idx, idx + n, cmp);
+    for (uint32_t j = 0; j < n; ++j) probs[j] = weight(logits[idx[j]], m);
+  }
+
+  // Stage 7: top-p against the full top-k mass. Cutting the min-p prefix first is exact: both
+  // stages keep a prefix of the same order, so the result is the shorter of the two.
+  if (p.top_p < 1.0f) {
+    const double target = static_cast<double>(p.top_p) * sum_all;
+    double cum = 0.0;
+    for (uint32_t j = 0; j < n; ++j) {
+      cum += probs[j];
+      if (cum >= target) {
+        n = j + 1;
+        break;
+      }
+    }
+  }
+
+  // Stage 9.
+  double kept = 0.0;
+  for (uint32_t j = 0; j < n; ++j) kept += probs[j];
+  const float inv = static_cast<float>(1.0 / kept);
+  for (uint32_t j = 0; j < n; ++j) probs[j] *= inv;
+  return n;
+}
+
+}  // namespace
+
+Status sampler_params_from_abi(const rlm_sampling* s, uint32_t vocab, uint32_t penalty_window,
+                               uint32_t max_bias, SamplerParams* out, ErrorSink* err) {
+  RLM_CHECK(s != nullptr && out != nullptr, RLM_ERR_INVALID_ARGUMENT, err,
+            "sampling parameters are NULL");
+  RLM_CHECK(s->struct_size == sizeof(rlm_sampling), RLM_ERR_STRUCT_SIZE, err,
+            "rlm_sampling.struct_size is %u, expected %u", s->struct_size,
+            static_cast<unsigned>(sizeof(rlm_sampling)));
+  // Written so NaN fails every check (comparisons with NaN are false).
+  RLM_CHECK(s->temperature >= 0.0f && isfinite(s->temperature), RLM_ERR_INVALID_ARGUMENT, err,
+            "temperature %g must be finite and >= 0", static_cast<double>(s->temperature));
+  RLM_CHECK(s->top_k >= 0, RLM_ERR_INVALID_ARGUMENT, err, "top_k %d must be >= 0 (0 = off)",
+            s->top_k);
+  RLM_CHECK(s->top_p > 0.0f && s->top_p <= 1.0f, RLM_ERR_INVALID_ARGUMENT, err,
+            "top_p %g must be in (0, 1]", static_cast<double>(s->top_p));
+  RLM_CHECK(s->min_p >= 0.0f && s->min_p <= 1.0f, RLM_ERR_INVALID_ARGUMENT, err,
+            "min_p %g must be in [0, 1]", static_cast<double>(s->min_p));
+  RLM_CHECK(s->repeat_penalty > 0.0f && isfinite(s->repeat_penalty), RLM_ERR_INVALID_ARGUMENT,
+            err, "repeat_penalty %g must be finite and > 0 (1 = off)",
+            static_cast<double>(s->repeat_penalty));
+  RLM_CHECK(isfinite(s->frequency_penalty), RLM_ERR_INVALID_ARGUMENT, err,
+            "frequency_penalty must be finite");
+  RLM_CHECK(isfinite(s->presence_penalty), RLM_ERR_INVALID_ARGUMENT, err,
+            "presence_penalty must be finite");
+  RLM_CHECK(s->penalty_last_n >= 0 && static_cast<uint32_t>(s->penalty_last_n) <= penalty_window,
+            RLM_ERR_INVALID_ARGUMENT, err,
+            "penalty_last_n %d must be in [0, %u] (the session's penalty_window)",
+            s->penalty_last_n, penalty_window);
+  RLM_CHECK(s->n_logit_bias <= max_bias, RLM_ERR_INVALID_ARGUMENT, err,
+            "%u logit bias entries, the session holds at most %u (max_logit_bias)",
+            s->n_logit_bias, max_bias);
+  RLM_CHECK(s->n_logit_bias == 0 || s->logit_bias != nullptr, RLM_ERR_INVALID_ARGUMENT, err,
+            "logit_bias is NULL with n_logit_bias %u", s->n_logit_bias);
+  for (uint32_t i = 0; i < s->n_logit_bias; ++i) {
+    const rlm_logit_bias& b = s->logit_bias[i];
+    RLM_CHECK(b.token >= 0 && static_cast<uint32_t>(b.token) < vocab, RLM_ERR_INVALID_ARGUMENT,
+              err, "logit_bias[%u].token %d out of range [0, %u)", i, b.token, vocab);
+    RLM_CHECK(!isnan(b.bias), RLM_ERR_INVALID_ARGUMENT, err, "logit_bias[%u].bias is NaN", i);
+  }
+  out->temperature = s->temperature;
+  out->top_k = s->top_k;
+  out->top_p = s->top_p;
+  out->min_p = s->min_p;
+  out->repeat_penalty = s->repeat_penalty;
+  out->frequency_penalty = s->frequency_penalty;
+  out->presence_penalty = s->presence_penalty;
+  out->penalty_last_n = s->penalty_last_n;
+  out->seed = s->seed;
+  out->logit_bias = s->n_logit_bias ? s->logit_bias : nullptr;
+  out->n_logit_bias = s->n_logit_bias;
+  return RLM_OK;
+}
+
+void Rng::seed(uint64_t s) { state = s ? s : 0x9E3779B97F4A7C15ull; }
+
+uint64_t Rng::next_u64() {
+  uint64_t x = state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  state = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+float Rng::next_float() {
+  return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f);
+}
+
+void sampler_layout(Arena& a, uint32_t vocab, uint32_t penalty_window, SamplerScratch* s) {
+  s->idx = a.alloc<int32_t>(vocab);
+  s->probs = a.alloc<float>(vocab);
+  s->window = a.alloc<int32_t>(penalty_window, alignof(int32_t));
+  s->vocab = vocab;
+  s->window_cap = penalty_window;
+}
+
+uint32_t sampler_candidates(float* logits, uint32_t vocab, const SamplerParams& p,
+                            const int32_t* recent, size_t n_recent, SamplerScratch* s) {
+  return candidates(logits, vocab, p, recent, n_recent, s);
+}
+
+int32_t sample(float* logits, uint32_t vocab, const SamplerParams& p, const int32_t* recent,
+               size_t n_recent, Rng* rng, SamplerScratch* s) {
+  const uint32_t n = candidates(logits, vocab, p, recent, n_recent, s);
+  if (n == 0) return -1;
+  if (p.temperature == 0.0f) return s->idx[0];
+  // Walk against u * Σp rather than u so float rounding in the renormalised sum cannot leave
+  // u beyond the last cumulative value; the last survivor is the fallback all the same.
+  const float u = rng->next_float();
+  double total = 0.0;
+  for (uint32_t j = 0; j < n; ++j) total += s->probs[j];
+  const double target = static_cast<double>(u) * total;
+  double cum = 0.0;
+  for (uint32_t j = 0; j < n; ++j) {
+    cum += s->probs[j];
+    if (target < cum) return s->idx[j];
+  }
+  return s->idx[n - 1];
+}
+
+}  // namespace ringlm
