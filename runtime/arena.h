@@ -38,6 +38,16 @@ class Arena {
     return base_ + start;
   }
 
+  // Reserves count_a * count_b elements, failing cleanly when the product overflows size_t
+  // (hostile or huge configurations on 32-bit targets).
+  void* alloc_2d(uint64_t count_a, uint64_t count_b, size_t elem_size, size_t align) {
+    if (count_b != 0 && count_a > SIZE_MAX / count_b) {
+      overflow_ = true;
+      return nullptr;
+    }
+    return alloc_bytes(static_cast<size_t>(count_a * count_b), elem_size, align);
+  }
+
   size_t used() const { return used_; }
   bool measuring() const { return base_ == nullptr; }
   // True when every reservation so far fits (always true in measure mode unless size_t wrapped).

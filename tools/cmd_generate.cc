@@ -1,9 +1,282 @@
+// ringlm generate: stream a continuation of a prompt to stdout.
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <errno.h>
+#include <stdint.h>
+
+#include <string>
+#include <vector>
 
 #include "commands.h"
+#include "mapped_file.h"
+#include "ringlm/ringlm.h"
 
-// Placeholder until the verb lands (issue 2/3); exits 2 so nothing mistakes it for success.
-int cmd_generate(int, char**) {
-  fprintf(stderr, "ringlm generate: not built yet\n");
-  return 2;
+namespace {
+
+const char kUsage[] =
+    "usage: ringlm generate -m MODEL (-p PROMPT | --prompt-ids \"1 2 3\") [options]\n"
+    "\n"
+    "Streams only the generated continuation to stdout; one stats line on stderr.\n"
+    "\n"
+    "  -m, --model FILE        model file (.rlm, from `ringlm convert`)\n"
+    "  -p, --prompt TEXT       prompt text (BOS added per the model)\n"
+    "      --prompt-ids IDS    prompt as space-separated token ids (no BOS added)\n"
+    "  -n, --n-predict N       max tokens to generate (default 256; 0 = until a stop)\n"
+    "      --temp T            temperature; 0 = greedy (default 0.8)\n"
+    "      --top-k K           top-k, 0 = off (default 40)\n"
+    "      --top-p P           top-p, 1 = off (default 0.95)\n"
+    "      --min-p P           min-p, 0 = off (default 0.05)\n"
+    "      --repeat-penalty R  repetition penalty, 1 = off (default 1)\n"
+    "      --repeat-last-n N   tokens the penalties look back over (default 64)\n"
+    "      --seed S            sampler seed (default 24301)\n"
+    "      --stop STR          stop string (repeatable); never printed\n"
+    "      --ctx N             KV ring slots (default: the model's context)\n"
+    "      --sinks N           attention-sink positions kept when the ring wraps (default 4)\n"
+    "      --kv f32|f16        KV cache precision (default f32)\n"
+    "      --ignore-eos        keep generating past the model's end tokens\n"
+    "      --threads N         threads (default 1)\n"
+    "      --print-ids         print generated token ids (space-separated) instead of text\n"
+    "  -h, --help              this help\n";
+
+double now_s() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+const char* stop_name(rlm_stop_reason r) {
+  switch (r) {
+    case RLM_STOP_NONE: return "none";
+    case RLM_STOP_END_TOKEN: return "end-token";
+    case RLM_STOP_STOP_STRING: return "stop-string";
+    case RLM_STOP_MAX_TOKENS: return "max-tokens";
+  }
+  return "?";
+}
+
+bool parse_u32(const char* s, uint32_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (!*s || *end || errno || v > 0xffffffffUL || s[0] == '-') return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool parse_f32(const char* s, float* out) {
+  char* end = nullptr;
+  float v = strtof(s, &end);
+  if (!*s || *end) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_ids(const char* s, std::vector<int32_t>* out) {
+  const char* p = s;
+  while (*p) {
+    while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') ++p;
+    if (!*p) break;
+    char* end = nullptr;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < INT32_MIN || v > INT32_MAX) return false;
+    out->push_back(static_cast<int32_t>(v));
+    p = end;
+  }
+  return !out->empty();
+}
+
+int fail(const char* what, rlm_status st, const char* msg) {
+  fprintf(stderr, "ringlm generate: %s: %s%s%s\n", what, rlm_status_string(st), *msg ? ": " : "",
+          msg);
+  return 1;
+}
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+  std::string model_path, prompt;
+  bool have_prompt = false, print_ids = false, ignore_eos = false;
+  std::vector<int32_t> prompt_ids;
+  std::vector<std::string> stops;
+  uint32_t n_predict = 256;
+  rlm_sampling sp;
+  rlm_sampling_default(&sp);
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto need = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "ringlm generate: %s needs a value\n", name);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    const char* v = nullptr;
+    bool ok = true;
+    if (a == "-h" || a == "--help") {
+      fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "-m" || a == "--model") {
+      if (!(v = need("-m"))) return 2;
+      model_path = v;
+    } else if (a == "-p" || a == "--prompt") {
+      if (!(v = need("-p"))) return 2;
+      prompt = v;
+      have_prompt = true;
+    } else if (a == "--prompt-ids") {
+      if (!(v = need("--prompt-ids"))) return 2;
+      ok = parse_ids(v, &prompt_ids);
+    } else if (a == "-n" || a == "--n-predict") {
+      if (!(v = need("-n"))) return 2;
+      ok = parse_u32(v, &n_predict);
+    } else if (a == "--temp") {
+      if (!(v = need("--temp"))) return 2;
+      ok = parse_f32(v, &sp.temperature);
+    } else if (a == "--top-k") {
+      if (!(v = need("--top-k"))) return 2;
+      uint32_t k;
+      ok = parse_u32(v, &k) && k <= 0x7fffffffu;
+      sp.top_k = static_cast<int32_t>(k);
+    } else if (a == "--top-p") {
+      if (!(v = need("--top-p"))) return 2;
+      ok = parse_f32(v, &sp.top_p);
+    } else if (a == "--min-p") {
+      if (!(v = need("--min-p"))) return 2;
+      ok = parse_f32(v, &sp.min_p);
+    } else if (a == "--repeat-penalty") {
+      if (!(v = need("--repeat-penalty"))) return 2;
+      ok = parse_f32(v, &sp.repeat_penalty);
+    } else if (a == "--repeat-last-n") {
+      if (!(v = need("--repeat-last-n"))) return 2;
+      uint32_t n;
+      ok = parse_u32(v, &n) && n <= 65536;
+      sp.penalty_last_n = static_cast<int32_t>(n);
+      if (ok && n > cfg.penalty_window) cfg.penalty_window = n;
+    } else if (a == "--seed") {
+      if (!(v = need("--seed"))) return 2;
+      char* end = nullptr;
+      sp.seed = strtoull(v, &end, 10);
+      ok = *v && !*end;
+    } else if (a == "--stop") {
+      if (!(v = need("--stop"))) return 2;
+      stops.push_back(v);
+    } else if (a == "--ctx") {
+      if (!(v = need("--ctx"))) return 2;
+      ok = parse_u32(v, &cfg.n_ctx);
+    } else if (a == "--sinks") {
+      if (!(v = need("--sinks"))) return 2;
+      ok = parse_u32(v, &cfg.n_sink);
+    } else if (a == "--kv") {
+      if (!(v = need("--kv"))) return 2;
+      if (!strcmp(v, "f32")) cfg.kv_dtype = RLM_KV_F32;
+      else if (!strcmp(v, "f16")) cfg.kv_dtype = RLM_KV_F16;
+      else ok = false;
+    } else if (a == "--threads") {
+      if (!(v = need("--threads"))) return 2;
+      ok = parse_u32(v, &cfg.n_threads);
+    } else if (a == "--ignore-eos") {
+      ignore_eos = true;
+    } else if (a == "--print-ids") {
+      print_ids = true;
+    } else {
+      fprintf(stderr, "ringlm generate: unknown option '%s'\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+    if (!ok) {
+      fprintf(stderr, "ringlm generate: bad value '%s' for %s\n", v ? v : "", a.c_str());
+      return 2;
+    }
+  }
+  if (model_path.empty() || (have_prompt == !prompt_ids.empty())) {
+    fprintf(stderr, "ringlm generate: need -m MODEL and exactly one of -p / --prompt-ids\n%s",
+            kUsage);
+    return 2;
+  }
+  size_t stop_bytes = 0;
+  for (const std::string& s : stops) stop_bytes += s.size();
+  if (stop_bytes > cfg.stop_string_bytes) cfg.stop_string_bytes = static_cast<uint32_t>(stop_bytes);
+  if (stops.size() > cfg.max_stop_strings) cfg.max_stop_strings = static_cast<uint32_t>(stops.size());
+  if (prompt.size() > cfg.max_text_bytes) cfg.max_text_bytes = static_cast<uint32_t>(prompt.size());
+  if (prompt.size() + 2 > cfg.max_pending) cfg.max_pending = static_cast<uint32_t>(prompt.size() + 2);
+  if (prompt_ids.size() > cfg.max_pending) cfg.max_pending = static_cast<uint32_t>(prompt_ids.size());
+
+  MappedFile file;
+  std::string err;
+  if (!file.open(model_path, &err)) {
+    fprintf(stderr, "ringlm generate: %s\n", err.c_str());
+    return 1;
+  }
+  rlm_model model;
+  rlm_status st = rlm_model_open(file.data(), file.size(), &model);
+  if (st != RLM_OK) return fail("model", st, rlm_model_error(&model));
+
+  size_t bytes = 0, align = 0;
+  st = rlm_session_memory(&model, &cfg, &bytes, &align);
+  if (st != RLM_OK) return fail("session config", st, "");
+  // The tool owns the session memory; the runtime only borrows it.
+  void* mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+  if (!mem) {
+    fprintf(stderr, "ringlm generate: cannot allocate %zu bytes\n", bytes);
+    return 1;
+  }
+  rlm_session* s = nullptr;
+  st = rlm_session_init(&model, &cfg, mem, bytes, &s);
+  if (st != RLM_OK) return fail("session", st, "");
+  if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
+    return fail("sampling", st, rlm_session_error(s));
+  }
+  for (const std::string& stop : stops) {
+    if ((st = rlm_session_add_stop_string(s, stop.data(), stop.size())) != RLM_OK) {
+      return fail("stop string", st, rlm_session_error(s));
+    }
+  }
+  rlm_session_set_max_tokens(s, n_predict);
+  rlm_session_set_ignore_eos(s, ignore_eos);
+  st = have_prompt ? rlm_session_feed_text(s, prompt.data(), prompt.size())
+                   : rlm_session_feed_tokens(s, prompt_ids.data(), prompt_ids.size());
+  if (st != RLM_OK) return fail("prompt", st, rlm_session_error(s));
+
+  rlm_step_result r;
+  rlm_step_result_default(&r);
+  uint32_t n_prompt = 0, n_gen = 0;
+  double t_prefill = 0, t_decode = 0;
+  bool first = true;
+  for (;;) {
+    const double t0 = now_s();
+    st = rlm_step(s, &r);
+    const double dt = now_s() - t0;
+    if (st != RLM_OK) {
+      free(mem);
+      return fail("step", st, rlm_session_error(s));
+    }
+    if (first) {
+      n_prompt = r.n_evaluated;
+      t_prefill = dt;
+      first = false;
+    } else {
+      t_decode += dt;
+    }
+    ++n_gen;
+    if (print_ids) {
+      if (r.stop != RLM_STOP_END_TOKEN) printf(n_gen > 1 ? " %d" : "%d", r.token);
+    } else if (r.text_len) {
+      fwrite(r.text, 1, r.text_len, stdout);
+    }
+    fflush(stdout);
+    if (r.stop != RLM_STOP_NONE) break;
+  }
+  if (print_ids) printf("\n");
+  fflush(stdout);
+  const uint32_t n_decode = n_gen > 1 ? n_gen - 1 : 0;
+  fprintf(stderr,
+          "\n[prompt tokens %u | prefill %.1f tok/s | decode %.1f tok/s (%u tokens) | session "
+          "%zu bytes | stop %s]\n",
+          n_prompt, t_prefill > 0 ? n_prompt / t_prefill : 0.0,
+          t_decode > 0 ? n_decode / t_decode : 0.0, n_decode, bytes, stop_name(r.stop));
+  free(mem);
+  return 0;
 }

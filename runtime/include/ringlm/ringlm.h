@@ -107,6 +107,7 @@ typedef struct rlm_session_config {
   uint32_t n_threads;         /* default 1 */
   uint32_t n_batch;           /* max tokens per prefill pass; longer prompts run in chunks (64) */
   uint32_t max_pending;       /* prompt-token buffer (tokens fed but not yet run) (default 2048) */
+  uint32_t max_text_bytes;    /* longest text one rlm_session_feed_text accepts (default 16384) */
   uint32_t stop_string_bytes; /* bytes for all stop strings together (default 256) */
   uint32_t max_stop_strings;  /* default 8 */
   uint32_t max_stop_tokens;   /* caller-added end tokens (default 8) */

@@ -1,0 +1,268 @@
+// The C ABI: argument checks and status mapping only; the logic lives in model/session.
+#include <string.h>
+
+#include "model.h"
+#include "ringlm/ringlm.h"
+#include "session.h"
+#include "tokenizer.h"
+
+using namespace ringlm;
+
+namespace {
+
+// A session handle is usable when it is non-null and was produced by rlm_session_init.
+SessionImpl* as_session(rlm_session* s) {
+  SessionImpl* impl = reinterpret_cast<SessionImpl*>(s);
+  return impl && impl->magic == kSessionMagic ? impl : nullptr;
+}
+const SessionImpl* as_session(const rlm_session* s) {
+  const SessionImpl* impl = reinterpret_cast<const SessionImpl*>(s);
+  return impl && impl->magic == kSessionMagic ? impl : nullptr;
+}
+
+// A model is usable once rlm_model_open succeeded on it.
+const ModelImpl* as_model(const rlm_model* m) {
+  const ModelImpl* impl = m ? model_impl(m) : nullptr;
+  return impl && impl->root ? impl : nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+rlm_status rlm_model_open(const void* bytes, size_t size, rlm_model* model) {
+  if (!model) return RLM_ERR_INVALID_ARGUMENT;
+  return model_open(bytes, size, model_impl(model));
+}
+
+const char* rlm_model_error(const rlm_model* model) {
+  return model ? model_impl(model)->error : "";
+}
+
+void rlm_model_info_default(rlm_model_info* info) {
+  if (!info) return;
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+}
+
+rlm_status rlm_model_get_info(const rlm_model* model, rlm_model_info* info) {
+  const ModelImpl* m = as_model(model);
+  if (!m || !info) return RLM_ERR_INVALID_ARGUMENT;
+  if (info->struct_size != sizeof *info) return RLM_ERR_STRUCT_SIZE;
+  const Hparams& h = m->hp;
+  info->n_layers = h.n_layers;
+  info->dim = h.dim;
+  info->n_heads = h.n_heads;
+  info->n_kv_heads = h.n_kv_heads;
+  info->head_dim = h.head_dim;
+  info->ffn_dim = h.ffn_dim;
+  info->vocab_size = h.vocab_size;
+  info->max_context = h.max_context;
+  info->bos_id = m->root->tokenizer()->bos_id();
+  info->eos_id = m->root->tokenizer()->eos_id();
+  info->n_tensors = m->n_tensors;
+  info->weight_bytes = m->weight_bytes;
+  return RLM_OK;
+}
+
+void rlm_session_config_default(rlm_session_config* c) {
+  if (!c) return;
+  memset(c, 0, sizeof *c);
+  c->struct_size = sizeof *c;
+  c->n_ctx = 0;
+  c->n_sink = 4;
+  c->kv_dtype = RLM_KV_F32;
+  c->n_threads = 1;
+  c->n_batch = 64;
+  c->max_pending = 2048;
+  c->max_text_bytes = 16384;
+  c->stop_string_bytes = 256;
+  c->max_stop_strings = 8;
+  c->max_stop_tokens = 8;
+  c->penalty_window = 256;
+  c->max_logit_bias = 16;
+}
+
+rlm_status rlm_session_memory(const rlm_model* model, const rlm_session_config* config,
+                              size_t* bytes, size_t* alignment) {
+  const ModelImpl* m = as_model(model);
+  if (!m || !config || !bytes) return RLM_ERR_INVALID_ARGUMENT;
+  SessionConfig c;
+  RLM_RETURN_IF_ERROR(session_config_from_abi(*m, config, &c, nullptr));
+  const size_t n = session_bytes(*m, c);
+  if (n == SIZE_MAX) return RLM_ERR_INVALID_ARGUMENT;  // does not fit the address space
+  *bytes = n;
+  if (alignment) *alignment = kArenaAlignment;
+  return RLM_OK;
+}
+
+rlm_status rlm_session_init(const rlm_model* model, const rlm_session_config* config,
+                            void* memory, size_t size, rlm_session** session) {
+  const ModelImpl* m = as_model(model);
+  if (!m || !config || !memory || !session) return RLM_ERR_INVALID_ARGUMENT;
+  *session = nullptr;
+  SessionConfig c;
+  RLM_RETURN_IF_ERROR(session_config_from_abi(*m, config, &c, nullptr));
+  if (reinterpret_cast<uintptr_t>(memory) % kArenaAlignment != 0) return RLM_ERR_MISALIGNED;
+  const size_t need = session_bytes(*m, c);
+  if (need == SIZE_MAX) return RLM_ERR_INVALID_ARGUMENT;
+  if (size < need) return RLM_ERR_BUFFER_TOO_SMALL;
+  SessionImpl* s = session_create(*m, c, memory, size);
+  if (!s) return RLM_ERR_INTERNAL;
+  *session = reinterpret_cast<rlm_session*>(s);
+  return RLM_OK;
+}
+
+const char* rlm_session_error(const rlm_session* session) {
+  const SessionImpl* s = as_session(session);
+  return s ? s->error : "";
+}
+
+rlm_status rlm_session_reset(rlm_session* session) {
+  SessionImpl* s = as_session(session);
+  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  session_reset(s);
+  return RLM_OK;
+}
+
+rlm_status rlm_session_feed_text(rlm_session* session, const char* text, size_t len) {
+  SessionImpl* s = as_session(session);
+  if (!s || (!text && len)) return RLM_ERR_INVALID_ARGUMENT;
+  return session_feed_text(s, text ? text : "", len);
+}
+
+rlm_status rlm_session_feed_tokens(rlm_session* session, const int32_t* tokens, size_t n) {
+  SessionImpl* s = as_session(session);
+  if (!s || (!tokens && n)) return RLM_ERR_INVALID_ARGUMENT;
+  return session_feed_tokens(s, tokens, n, false);
+}
+
+void rlm_sampling_default(rlm_sampling* p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->temperature = 0.8f;
+  p->top_k = 40;
+  p->top_p = 0.95f;
+  p->min_p = 0.05f;
+  p->repeat_penalty = 1.0f;
+  p->frequency_penalty = 0.0f;
+  p->presence_penalty = 0.0f;
+  p->penalty_last_n = 64;
+  p->seed = 0x5eed;
+}
+
+rlm_status rlm_session_set_sampling(rlm_session* session, const rlm_sampling* sampling) {
+  SessionImpl* s = as_session(session);
+  if (!s || !sampling) return RLM_ERR_INVALID_ARGUMENT;
+  if (sampling->struct_size != sizeof *sampling) return RLM_ERR_STRUCT_SIZE;
+  return session_set_sampling(s, sampling);
+}
+
+rlm_status rlm_session_add_stop_token(rlm_session* session, int32_t token) {
+  SessionImpl* s = as_session(session);
+  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  if (token < 0 || token >= static_cast<int32_t>(s->model->hp.vocab_size)) {
+    return RLM_ERR_TOKEN_OUT_OF_RANGE;
+  }
+  if (s->n_stop_tokens >= s->cfg.max_stop_tokens) return RLM_ERR_CAPACITY;
+  s->stop_tokens[s->n_stop_tokens++] = token;
+  return RLM_OK;
+}
+
+rlm_status rlm_session_add_stop_string(rlm_session* session, const char* text, size_t len) {
+  SessionImpl* s = as_session(session);
+  if (!s || !text) return RLM_ERR_INVALID_ARGUMENT;
+  ErrorSink err{s->error, sizeof s->error};
+  return stop_strings_add(&s->stops, text, len, &err);
+}
+
+rlm_status rlm_session_clear_stops(rlm_session* session) {
+  SessionImpl* s = as_session(session);
+  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  stop_strings_clear(&s->stops);
+  s->n_stop_tokens = 0;
+  return RLM_OK;
+}
+
+rlm_status rlm_session_set_max_tokens(rlm_session* session, uint32_t max_tokens) {
+  SessionImpl* s = as_session(session);
+  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  s->max_tokens = max_tokens;
+  return RLM_OK;
+}
+
+rlm_status rlm_session_set_ignore_eos(rlm_session* session, int ignore) {
+  SessionImpl* s = as_session(session);
+  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  s->ignore_eos = ignore != 0;
+  return RLM_OK;
+}
+
+void rlm_step_result_default(rlm_step_result* r) {
+  if (!r) return;
+  memset(r, 0, sizeof *r);
+  r->struct_size = sizeof *r;
+  r->token = -1;
+}
+
+rlm_status rlm_step(rlm_session* session, rlm_step_result* result) {
+  SessionImpl* s = as_session(session);
+  if (!s || !result) return RLM_ERR_INVALID_ARGUMENT;
+  if (result->struct_size != sizeof *result) return RLM_ERR_STRUCT_SIZE;
+  return session_step(s, result);
+}
+
+rlm_status rlm_session_eval(rlm_session* session) {
+  SessionImpl* s = as_session(session);
+  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  return session_eval(s);
+}
+
+rlm_status rlm_session_logits(const rlm_session* session, const float** logits, size_t* n) {
+  const SessionImpl* s = as_session(session);
+  if (!s || !logits || !n) return RLM_ERR_INVALID_ARGUMENT;
+  *logits = s->tf.logits;
+  *n = s->model->hp.vocab_size;
+  return RLM_OK;
+}
+
+uint32_t rlm_session_position(const rlm_session* session) {
+  const SessionImpl* s = as_session(session);
+  return s ? s->n_past : 0;
+}
+
+rlm_status rlm_session_rewind(rlm_session* session, uint32_t position) {
+  SessionImpl* s = as_session(session);
+  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  return session_rewind(s, position);
+}
+
+size_t rlm_tokenize_scratch_bytes(const rlm_model* model, size_t text_len) {
+  const ModelImpl* m = as_model(model);
+  return m ? tokenize_scratch_bytes(m->root->tokenizer(), text_len) : 0;
+}
+
+rlm_status rlm_tokenize(const rlm_model* model, const char* text, size_t len, int add_bos,
+                        int32_t* tokens, size_t cap, size_t* n_out, void* scratch,
+                        size_t scratch_size) {
+  const ModelImpl* m = as_model(model);
+  if (!m || (!text && len) || (!tokens && cap) || !n_out) return RLM_ERR_INVALID_ARGUMENT;
+  if (scratch && reinterpret_cast<uintptr_t>(scratch) % 8 != 0) return RLM_ERR_MISALIGNED;
+  return tokenize(m->root->tokenizer(), m->hp.vocab_size, text ? text : "", len, add_bos != 0,
+                  tokens, cap, n_out, scratch, scratch_size, nullptr);
+}
+
+rlm_status rlm_token_to_bytes(const rlm_model* model, int32_t token, char* out, size_t cap,
+                              size_t* n_out) {
+  const ModelImpl* m = as_model(model);
+  if (!m || (!out && cap) || !n_out) return RLM_ERR_INVALID_ARGUMENT;
+  if (token < 0 || token >= static_cast<int32_t>(m->hp.vocab_size)) {
+    return RLM_ERR_TOKEN_OUT_OF_RANGE;
+  }
+  const size_t n = token_text(m->root->tokenizer(), -1, token, out, cap);
+  *n_out = n;
+  return n <= cap ? RLM_OK : RLM_ERR_CAPACITY;
+}
+
+}  // extern "C"

@@ -1,0 +1,52 @@
+// The kernel table: every numeric inner loop the forward pass runs, as function pointers filled
+// at session init (scalar reference here; ISA versions slot in per CPU feature, issue #5).
+//
+// Conventions: row-major; a matmul computes y(n, w.rows) = x(n, w.cols) · Wᵀ for output rows
+// [r0, r1) only (so a thread pool can split rows), with y's row stride = w.rows. Quantized
+// weights take activations quantized per 32-group to int8 (QuantActs); the int32 dot product of a
+// group is scaled by both group scales, accumulated in float in group order.
+#ifndef RINGLM_RUNTIME_KERNELS_KERNELS_H_
+#define RINGLM_RUNTIME_KERNELS_KERNELS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+namespace ringlm {
+
+// Activations quantized for Q8/Q4 matmuls.
+struct QuantActs {
+  const int8_t* qs;     // (n, stride) int8, zero past the logical cols
+  const float* scales;  // (n, stride / 32)
+  uint32_t stride;      // padded cols (multiple of 32)
+};
+
+struct KernelTable {
+  const char* name;
+  // y(n, rows) = x(n, cols) · Wᵀ over rows [r0, r1). x row stride = w.cols.
+  void (*matmul_f32)(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1);
+  void (*matmul_f16)(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1);
+  void (*matmul_q8)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1);
+  void (*matmul_q4)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1);
+  // x(n, cols) -> qs(n, stride), scales(n, stride/32); symmetric, amax/127 per group.
+  void (*quantize_acts)(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
+                        float* scales);
+  // out = w * x / sqrt(mean(x²) + eps), one row of `size`.
+  void (*rmsnorm)(float* out, const float* x, const float* w, uint32_t size, float eps);
+  // In-place softmax over `size` values.
+  void (*softmax)(float* x, uint32_t size);
+  // a(i) = silu(a(i)) * b(i)
+  void (*swiglu)(float* a, const float* b, uint32_t size);
+};
+
+// The scalar reference: the numerical oracle every ISA kernel is tested against.
+const KernelTable* kernels_ref();
+
+}  // namespace ringlm
+
+#endif  // RINGLM_RUNTIME_KERNELS_KERNELS_H_

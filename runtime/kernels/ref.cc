@@ -1,0 +1,150 @@
+// Scalar reference kernels. Accumulation order is plain and sequential (matching llama2.c's
+// run.c), so f32 results are reproducible bit for bit on every target.
+#include <math.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "kernels/kernels.h"
+
+namespace ringlm {
+namespace {
+
+void matmul_f32_ref(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  const float* W = static_cast<const float*>(w.data);
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* xt = x + static_cast<size_t>(t) * w.cols;
+    float* yt = y + static_cast<size_t>(t) * w.rows;
+    for (uint32_t r = r0; r < r1; ++r) {
+      const float* row = W + static_cast<size_t>(r) * w.row_stride;
+      float acc = 0.0f;
+      for (uint32_t c = 0; c < w.cols; ++c) acc += row[c] * xt[c];
+      yt[r] = acc;
+    }
+  }
+}
+
+void matmul_f16_ref(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  const uint16_t* W = static_cast<const uint16_t*>(w.data);
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* xt = x + static_cast<size_t>(t) * w.cols;
+    float* yt = y + static_cast<size_t>(t) * w.rows;
+    for (uint32_t r = r0; r < r1; ++r) {
+      const uint16_t* row = W + static_cast<size_t>(r) * w.row_stride;
+      float acc = 0.0f;
+      for (uint32_t c = 0; c < w.cols; ++c) acc += fp16_to_f32(row[c]) * xt[c];
+      yt[r] = acc;
+    }
+  }
+}
+
+void matmul_q8_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                   uint32_t r1) {
+  const int8_t* W = static_cast<const int8_t*>(w.data);
+  const uint32_t groups = w.row_stride / kQuantGroup;
+  for (uint32_t t = 0; t < n; ++t) {
+    const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
+    const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
+    float* yt = y + static_cast<size_t>(t) * w.rows;
+    for (uint32_t r = r0; r < r1; ++r) {
+      const int8_t* row = W + static_cast<size_t>(r) * w.row_stride;
+      const uint16_t* ws = w.scales + static_cast<size_t>(r) * groups;
+      float acc = 0.0f;
+      for (uint32_t g = 0; g < groups; ++g) {
+        int32_t isum = 0;
+        for (uint32_t j = 0; j < kQuantGroup; ++j) {
+          isum += static_cast<int32_t>(row[g * kQuantGroup + j]) * xq[g * kQuantGroup + j];
+        }
+        acc += static_cast<float>(isum) * (fp16_to_f32(ws[g]) * xs[g]);
+      }
+      yt[r] = acc;
+    }
+  }
+}
+
+void matmul_q4_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                   uint32_t r1) {
+  const uint8_t* W = static_cast<const uint8_t*>(w.data);
+  const uint32_t groups = w.row_stride / kQuantGroup;
+  for (uint32_t t = 0; t < n; ++t) {
+    const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
+    const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
+    float* yt = y + static_cast<size_t>(t) * w.rows;
+    for (uint32_t r = r0; r < r1; ++r) {
+      const uint8_t* row = W + static_cast<size_t>(r) * (w.row_stride / 2);
+      const uint16_t* ws = w.scales + static_cast<size_t>(r) * groups;
+      float acc = 0.0f;
+      for (uint32_t g = 0; g < groups; ++g) {
+        const uint8_t* grp = row + g * (kQuantGroup / 2);
+        const int8_t* xg = xq + g * kQuantGroup;
+        int32_t isum = 0;
+        for (uint32_t j = 0; j < kQuantGroup; ++j) isum += q4_get(grp, j) * xg[j];
+        acc += static_cast<float>(isum) * (fp16_to_f32(ws[g]) * xs[g]);
+      }
+      yt[r] = acc;
+    }
+  }
+}
+
+void quantize_acts_ref(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
+                       float* scales) {
+  const uint32_t groups = stride / kQuantGroup;
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* xt = x + static_cast<size_t>(t) * cols;
+    int8_t* q = qs + static_cast<size_t>(t) * stride;
+    float* s = scales + static_cast<size_t>(t) * groups;
+    for (uint32_t g = 0; g < groups; ++g) {
+      const uint32_t c0 = g * kQuantGroup;
+      const uint32_t c1 = c0 + kQuantGroup < cols ? c0 + kQuantGroup : cols;
+      float amax = 0.0f;
+      for (uint32_t c = c0; c < c1; ++c) amax = fmaxf(amax, fabsf(xt[c]));
+      const float d = amax / 127.0f;
+      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      s[g] = d;
+      for (uint32_t j = 0; j < kQuantGroup; ++j) {
+        const uint32_t c = c0 + j;
+        q[c] = c < cols ? static_cast<int8_t>(lrintf(xt[c] * inv)) : 0;
+      }
+    }
+  }
+}
+
+void rmsnorm_ref(float* out, const float* x, const float* w, uint32_t size, float eps) {
+  float ss = 0.0f;
+  for (uint32_t i = 0; i < size; ++i) ss += x[i] * x[i];
+  ss /= static_cast<float>(size);
+  ss += eps;
+  ss = 1.0f / sqrtf(ss);
+  for (uint32_t i = 0; i < size; ++i) out[i] = w[i] * (ss * x[i]);
+}
+
+void softmax_ref(float* x, uint32_t size) {
+  float max_val = x[0];
+  for (uint32_t i = 1; i < size; ++i) max_val = x[i] > max_val ? x[i] : max_val;
+  float sum = 0.0f;
+  for (uint32_t i = 0; i < size; ++i) {
+    x[i] = expf(x[i] - max_val);
+    sum += x[i];
+  }
+  for (uint32_t i = 0; i < size; ++i) x[i] /= sum;
+}
+
+void swiglu_ref(float* a, const float* b, uint32_t size) {
+  for (uint32_t i = 0; i < size; ++i) {
+    float v = a[i];
+    v *= 1.0f / (1.0f + expf(-v));
+    a[i] = v * b[i];
+  }
+}
+
+const KernelTable kRef = {
+    "ref",          matmul_f32_ref, matmul_f16_ref, matmul_q8_ref, matmul_q4_ref,
+    quantize_acts_ref, rmsnorm_ref, softmax_ref,    swiglu_ref,
+};
+
+}  // namespace
+
+const KernelTable* kernels_ref() { return &kRef; }
+
+}  // namespace ringlm

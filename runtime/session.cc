@@ -1,0 +1,303 @@
+#include "session.h"
+
+#include <string.h>
+
+#include "tokenizer.h"
+
+namespace ringlm {
+namespace {
+
+constexpr uint32_t kMaxBatch = 4096;
+constexpr uint32_t kMaxPendingLimit = 1u << 24;
+constexpr uint32_t kMaxTextBytes = 1u << 26;
+constexpr uint32_t kMaxStopBytes = 1u << 20;
+constexpr uint32_t kMaxStopCount = 1024;
+constexpr uint32_t kMaxPenaltyWindow = 1u << 16;
+// Positions are uint32 in the ABI; stop short of wrapping them.
+constexpr uint64_t kMaxPosition = 0xfffffff0u;
+
+// Every buffer of a session, in one place. `s` may be a stack temporary in measure mode: only
+// sizes and (null) pointers are written to it then.
+void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, SessionImpl* s) {
+  transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, &s->tf);
+  s->batch = static_cast<int32_t*>(a.alloc_2d(1, static_cast<uint64_t>(c.max_pending) + 1,
+                                              sizeof(int32_t), kArenaAlignment));
+  s->history = a.alloc<int32_t>(c.penalty_window > 0 ? c.penalty_window : 1);
+  s->bias = a.alloc<rlm_logit_bias>(c.max_logit_bias > 0 ? c.max_logit_bias : 1);
+  sampler_layout(a, m.hp.vocab_size, c.penalty_window, &s->ss);
+  stop_strings_layout(a, c.max_stop_strings, c.stop_string_bytes, &s->stops);
+  text_stream_layout(a, c.stop_string_bytes, kMaxPieceBytes, &s->stream);
+  s->stop_tokens = a.alloc<int32_t>(c.max_stop_tokens > 0 ? c.max_stop_tokens : 1);
+  s->piece = a.alloc<char>(kMaxPieceBytes);
+  s->tok_scratch_size = tokenize_scratch_bytes(m.root->tokenizer(), c.max_text_bytes);
+  s->tok_scratch = a.alloc_bytes(s->tok_scratch_size, 1, kArenaAlignment);
+}
+
+bool is_model_end_token(const SessionImpl* s, int32_t token) {
+  if (token == s->tok->eos_id()) return true;
+  if (const auto* ends = s->tok->end_ids()) {
+    for (int32_t id : *ends) {
+      if (id == token) return true;
+    }
+  }
+  return false;
+}
+
+bool is_stop_token(const SessionImpl* s, int32_t token) {
+  if (!s->ignore_eos && is_model_end_token(s, token)) return true;
+  for (uint32_t i = 0; i < s->n_stop_tokens; ++i) {
+    if (s->stop_tokens[i] == token) return true;
+  }
+  return false;
+}
+
+void history_push(SessionImpl* s, int32_t token) {
+  const uint32_t cap = s->cfg.penalty_window;
+  if (cap == 0) return;
+  if (s->n_history == cap) {
+    memmove(s->history, s->history + 1, (cap - 1) * sizeof(int32_t));
+    --s->n_history;
+  }
+  s->history[s->n_history++] = token;
+}
+
+// A new turn: the max-tokens count, the stop state and the held-back text restart.
+void begin_turn(SessionImpl* s) {
+  s->turn_ended = false;
+  s->generated = 0;
+  text_stream_reset(&s->stream);
+}
+
+// Runs the batch ([last] + pending) through the model in chunks of n_batch.
+Status run_pending(SessionImpl* s, uint32_t* n_run, ErrorSink* err) {
+  const int32_t* toks = s->has_last ? s->batch : s->batch + 1;
+  const uint32_t total = s->n_pending + (s->has_last ? 1u : 0u);
+  *n_run = 0;
+  if (total == 0) return RLM_OK;
+  RLM_CHECK(static_cast<uint64_t>(s->n_past) + total <= kMaxPosition, RLM_ERR_CAPACITY, err,
+            "position limit reached (%u tokens)", s->n_past);
+  for (uint32_t off = 0; off < total; off += s->cfg.n_batch) {
+    const uint32_t n = total - off < s->cfg.n_batch ? total - off : s->cfg.n_batch;
+    forward(&s->tf, toks + off, n, static_cast<uint64_t>(s->n_past) + off);
+  }
+  s->n_past += total;
+  s->prev_token = toks[total - 1];
+  s->n_pending = 0;
+  s->has_last = false;
+  s->logits_ready = true;
+  *n_run = total;
+  return RLM_OK;
+}
+
+}  // namespace
+
+Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
+                               SessionConfig* out, ErrorSink* err) {
+  RLM_CHECK(c->struct_size == sizeof(rlm_session_config), RLM_ERR_STRUCT_SIZE, err,
+            "rlm_session_config.struct_size %u, expected %zu", c->struct_size,
+            sizeof(rlm_session_config));
+  SessionConfig k;
+  k.n_ctx = c->n_ctx ? c->n_ctx : m.hp.max_context;
+  k.n_sink = c->n_sink;
+  k.kv_dtype = c->kv_dtype;
+  k.n_threads = c->n_threads;
+  k.n_batch = c->n_batch;
+  k.max_pending = c->max_pending;
+  k.max_text_bytes = c->max_text_bytes;
+  k.stop_string_bytes = c->stop_string_bytes;
+  k.max_stop_strings = c->max_stop_strings;
+  k.max_stop_tokens = c->max_stop_tokens;
+  k.penalty_window = c->penalty_window;
+  k.max_logit_bias = c->max_logit_bias;
+  RLM_CHECK(k.n_ctx >= 2 && k.n_ctx <= kMaxContext, RLM_ERR_INVALID_ARGUMENT, err,
+            "n_ctx %u out of [2, %u]", k.n_ctx, kMaxContext);
+  RLM_CHECK(k.n_sink < k.n_ctx, RLM_ERR_INVALID_ARGUMENT, err, "n_sink %u must be < n_ctx %u",
+            k.n_sink, k.n_ctx);
+  RLM_CHECK(k.kv_dtype == RLM_KV_F32 || k.kv_dtype == RLM_KV_F16, RLM_ERR_INVALID_ARGUMENT, err,
+            "unknown kv_dtype %d", (int)k.kv_dtype);
+  // Threads arrive with the kernel work of issue #5; refuse rather than silently ignore.
+  RLM_CHECK(k.n_threads == 1, RLM_ERR_INVALID_ARGUMENT, err,
+            "n_threads %u: this build runs one thread", k.n_threads);
+  RLM_CHECK(k.n_batch >= 1 && k.n_batch <= kMaxBatch, RLM_ERR_INVALID_ARGUMENT, err,
+            "n_batch %u out of [1, %u]", k.n_batch, kMaxBatch);
+  RLM_CHECK(k.max_pending >= 1 && k.max_pending <= kMaxPendingLimit, RLM_ERR_INVALID_ARGUMENT,
+            err, "max_pending %u out of [1, %u]", k.max_pending, kMaxPendingLimit);
+  RLM_CHECK(k.max_text_bytes <= kMaxTextBytes, RLM_ERR_INVALID_ARGUMENT, err,
+            "max_text_bytes %u above %u", k.max_text_bytes, kMaxTextBytes);
+  RLM_CHECK(k.stop_string_bytes <= kMaxStopBytes && k.max_stop_strings <= kMaxStopCount &&
+                k.max_stop_tokens <= kMaxStopCount,
+            RLM_ERR_INVALID_ARGUMENT, err, "stop budgets too large");
+  RLM_CHECK(k.penalty_window <= kMaxPenaltyWindow, RLM_ERR_INVALID_ARGUMENT, err,
+            "penalty_window %u above %u", k.penalty_window, kMaxPenaltyWindow);
+  RLM_CHECK(k.max_logit_bias <= m.hp.vocab_size, RLM_ERR_INVALID_ARGUMENT, err,
+            "max_logit_bias %u above vocab size", k.max_logit_bias);
+  *out = k;
+  return RLM_OK;
+}
+
+size_t session_bytes(const ModelImpl& m, const SessionConfig& c) {
+  Arena a(nullptr, 0);
+  a.alloc<SessionImpl>(1);
+  SessionImpl tmp;
+  memset(static_cast<void*>(&tmp), 0, sizeof tmp);
+  session_layout(a, m, c, &tmp);
+  return a.overflowed() ? SIZE_MAX : a.used();
+}
+
+SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* mem, size_t size) {
+  Arena a(mem, size);
+  SessionImpl* s = a.alloc<SessionImpl>(1);
+  if (!s) return nullptr;
+  memset(static_cast<void*>(s), 0, sizeof *s);
+  session_layout(a, m, c, s);
+  if (!a.ok()) return nullptr;
+  s->model = &m;
+  s->tok = m.root->tokenizer();
+  s->cfg = c;
+  transformer_bind(m, &s->tf);
+  rlm_sampling def;
+  rlm_sampling_default(&def);
+  ErrorSink err{s->error, sizeof s->error};
+  if (sampler_params_from_abi(&def, m.hp.vocab_size, c.penalty_window, c.max_logit_bias, &s->sp,
+                              &err) != RLM_OK) {
+    return nullptr;
+  }
+  s->rng.seed(def.seed);
+  session_reset(s);
+  s->magic = kSessionMagic;
+  return s;
+}
+
+void session_reset(SessionImpl* s) {
+  s->n_past = 0;
+  s->n_pending = 0;
+  s->has_last = false;
+  s->logits_ready = false;
+  s->prev_token = -1;
+  s->n_history = 0;
+  begin_turn(s);
+}
+
+Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool add_bos) {
+  ErrorSink err{s->error, sizeof s->error};
+  const int32_t vocab = static_cast<int32_t>(s->model->hp.vocab_size);
+  for (size_t i = 0; i < n; ++i) {
+    RLM_CHECK(tokens[i] >= 0 && tokens[i] < vocab, RLM_ERR_TOKEN_OUT_OF_RANGE, &err,
+              "token %d at index %zu out of [0, %d)", tokens[i], i, vocab);
+  }
+  const int32_t bos = s->tok->bos_id();
+  const bool with_bos = add_bos && bos >= 0;
+  const size_t need = n + (with_bos ? 1 : 0);
+  RLM_CHECK(need <= s->cfg.max_pending - s->n_pending, RLM_ERR_CAPACITY, &err,
+            "%zu tokens do not fit: %u of max_pending %u already queued", need, s->n_pending,
+            s->cfg.max_pending);
+  int32_t* dst = s->batch + 1 + s->n_pending;
+  if (with_bos) *dst++ = bos;
+  if (n) memcpy(dst, tokens, n * sizeof(int32_t));
+  for (size_t i = 0; i < need; ++i) history_push(s, s->batch[1 + s->n_pending + i]);
+  s->n_pending += static_cast<uint32_t>(need);
+  begin_turn(s);
+  return RLM_OK;
+}
+
+Status session_feed_text(SessionImpl* s, const char* text, size_t len) {
+  ErrorSink err{s->error, sizeof s->error};
+  RLM_CHECK(len <= s->cfg.max_text_bytes, RLM_ERR_CAPACITY, &err,
+            "text of %zu bytes above max_text_bytes %u", len, s->cfg.max_text_bytes);
+  const bool at_start = s->n_past == 0 && !s->has_last && s->n_pending == 0;
+  const bool add_bos = at_start && s->tok->add_bos() && s->tok->bos_id() >= 0;
+  size_t n = 0;
+  int32_t* dst = s->batch + 1 + s->n_pending;
+  RLM_RETURN_IF_ERROR(tokenize(s->tok, s->model->hp.vocab_size, text, len, add_bos, dst,
+                               s->cfg.max_pending - s->n_pending, &n, s->tok_scratch,
+                               s->tok_scratch_size, &err));
+  for (size_t i = 0; i < n; ++i) history_push(s, dst[i]);
+  s->n_pending += static_cast<uint32_t>(n);
+  begin_turn(s);
+  return RLM_OK;
+}
+
+Status session_eval(SessionImpl* s) {
+  ErrorSink err{s->error, sizeof s->error};
+  uint32_t n_run = 0;
+  return run_pending(s, &n_run, &err);
+}
+
+Status session_step(SessionImpl* s, rlm_step_result* r) {
+  ErrorSink err{s->error, sizeof s->error};
+  RLM_CHECK(!s->turn_ended || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
+            "the turn has ended (stop reason reported); feed input to continue");
+  RLM_CHECK(s->logits_ready || s->has_last || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
+            "nothing to run: feed a prompt first");
+  uint32_t n_run = 0;
+  RLM_RETURN_IF_ERROR(run_pending(s, &n_run, &err));
+
+  // Sample in place on the logits, then append.
+  const int32_t token = sample(s->tf.logits, s->model->hp.vocab_size, s->sp, s->history,
+                               s->n_history, &s->rng, &s->ss);
+  s->logits_ready = false;
+  s->batch[0] = token;
+  s->has_last = true;
+  history_push(s, token);
+  ++s->generated;
+
+  r->token = token;
+  r->position = s->n_past;
+  r->n_evaluated = n_run;
+  r->stop = RLM_STOP_NONE;
+  r->text = nullptr;
+  r->text_len = 0;
+  const int32_t prev = s->prev_token;
+  s->prev_token = token;
+  if (is_stop_token(s, token)) {
+    text_stream_finish(&s->stream, &r->text, &r->text_len);
+    r->stop = RLM_STOP_END_TOKEN;
+  } else {
+    const size_t n = token_text(s->tok, prev, token, s->piece, kMaxPieceBytes);
+    if (text_stream_push(&s->stream, s->stops, s->piece, n, &r->text, &r->text_len)) {
+      r->stop = RLM_STOP_STOP_STRING;
+    } else if (s->max_tokens != 0 && s->generated >= s->max_tokens) {
+      text_stream_finish(&s->stream, &r->text, &r->text_len);
+      r->stop = RLM_STOP_MAX_TOKENS;
+    }
+  }
+  s->turn_ended = r->stop != RLM_STOP_NONE;
+  return RLM_OK;
+}
+
+Status session_rewind(SessionImpl* s, uint32_t position) {
+  ErrorSink err{s->error, sizeof s->error};
+  RLM_CHECK(position <= s->n_past, RLM_ERR_INVALID_ARGUMENT, &err,
+            "rewind to %u beyond position %u", position, s->n_past);
+  RLM_CHECK(!kv_wrapped(s->tf.kv, s->n_past) || position == s->n_past, RLM_ERR_REWIND, &err,
+            "the ring has wrapped (position %u > %u slots): earlier positions are overwritten",
+            s->n_past, s->tf.kv.n_ctx);
+  s->n_past = position;
+  s->n_pending = 0;
+  s->has_last = false;
+  s->logits_ready = false;
+  // Rebuild the decode context and penalty window from the tokens the ring still holds.
+  const KvRing& kv = s->tf.kv;
+  s->prev_token = position > 0 ? kv.tokens[kv_slot(kv, position - 1)] : -1;
+  s->n_history = 0;
+  const uint32_t w = s->cfg.penalty_window;
+  for (uint32_t p = position > w ? position - w : 0; p < position; ++p) {
+    history_push(s, kv.tokens[kv_slot(kv, p)]);
+  }
+  begin_turn(s);
+  return RLM_OK;
+}
+
+Status session_set_sampling(SessionImpl* s, const rlm_sampling* p) {
+  ErrorSink err{s->error, sizeof s->error};
+  SamplerParams sp;
+  RLM_RETURN_IF_ERROR(sampler_params_from_abi(p, s->model->hp.vocab_size, s->cfg.penalty_window,
+                                              s->cfg.max_logit_bias, &sp, &err));
+  if (sp.n_logit_bias) memcpy(s->bias, p->logit_bias, sp.n_logit_bias * sizeof(rlm_logit_bias));
+  sp.logit_bias = s->bias;
+  s->sp = sp;
+  s->rng.seed(p->seed);
+  return RLM_OK;
+}
+
+}  // namespace ringlm

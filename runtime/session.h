@@ -1,0 +1,85 @@
+// A generation session: everything lives in one caller-provided block, carved by
+// session_layout — the one layout function that serves both rlm_session_memory and
+// rlm_session_init, so the size query and init cannot drift.
+#ifndef RINGLM_RUNTIME_SESSION_H_
+#define RINGLM_RUNTIME_SESSION_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "sampler.h"
+#include "stop.h"
+#include "transformer.h"
+
+namespace ringlm {
+
+constexpr uint32_t kSessionMagic = 0x524c4d53u;  // "RLMS"
+
+struct SessionConfig {  // validated rlm_session_config
+  uint32_t n_ctx, n_sink, n_threads, n_batch, max_pending, max_text_bytes;
+  rlm_kv_dtype kv_dtype;
+  uint32_t stop_string_bytes, max_stop_strings, max_stop_tokens, penalty_window, max_logit_bias;
+};
+
+struct SessionImpl {
+  uint32_t magic;
+  const ModelImpl* model;        // borrowed; must outlive the session
+  const fb::Tokenizer* tok;      // inside the model bytes
+  SessionConfig cfg;
+  Transformer tf;
+
+  // Sequence. Positions [0, n_past) are in the KV ring.
+  uint32_t n_past;
+  int32_t* batch;                // (max_pending + 1): [last sampled token] + pending input
+  uint32_t n_pending;            // pending input tokens, at batch + 1
+  bool has_last;                 // batch[0] holds the last sampled token, not yet run
+  bool logits_ready;             // tf.logits hold the output of the last run position
+  int32_t prev_token;            // last token of the sequence (decode context), -1 at start
+
+  // Turn.
+  bool turn_ended;               // a stop fired; feed input to continue
+  uint32_t generated;            // tokens sampled this turn
+  uint32_t max_tokens;           // 0 = unlimited
+  bool ignore_eos;
+
+  // Penalty window: the most recent tokens of the sequence, oldest first.
+  int32_t* history;              // (penalty_window)
+  uint32_t n_history;
+
+  // Sampling.
+  SamplerParams sp;
+  rlm_logit_bias* bias;          // (max_logit_bias) copied from the caller
+  Rng rng;
+  SamplerScratch ss;
+
+  // Stops and output text.
+  StopStrings stops;
+  TextStream stream;
+  int32_t* stop_tokens;          // (max_stop_tokens) caller-added end tokens
+  uint32_t n_stop_tokens;
+  char* piece;                   // (kMaxPieceBytes) one token's text
+  void* tok_scratch;             // tokenizer working memory for max_text_bytes of text
+  size_t tok_scratch_size;
+
+  char error[256];
+};
+
+Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c, SessionConfig* out,
+                               ErrorSink* err);
+// Bytes a session needs (measure-mode layout).
+size_t session_bytes(const ModelImpl& m, const SessionConfig& c);
+// Carves and initialises a session at `mem` (size already checked against session_bytes).
+SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* mem, size_t size);
+
+void session_reset(SessionImpl* s);
+Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool add_bos);
+Status session_feed_text(SessionImpl* s, const char* text, size_t len);
+Status session_eval(SessionImpl* s);
+Status session_step(SessionImpl* s, rlm_step_result* r);
+Status session_rewind(SessionImpl* s, uint32_t position);
+Status session_set_sampling(SessionImpl* s, const rlm_sampling* p);
+
+}  // namespace ringlm
+
+#endif  // RINGLM_RUNTIME_SESSION_H_

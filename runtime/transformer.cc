@@ -1,0 +1,270 @@
+#include "transformer.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "fp16.h"
+
+namespace ringlm {
+namespace {
+
+uint32_t max3(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t m = a > b ? a : b;
+  return m > c ? m : c;
+}
+
+// Rotates one head vector `in` into `out` at absolute position `pos`.
+void rope(const float* in, float* out, const float* inv_freq, uint32_t head_dim, uint64_t pos,
+          fb::RopeStyle style) {
+  const uint32_t half = head_dim / 2;
+  for (uint32_t i = 0; i < half; ++i) {
+    // Double precision angle: exact for positions far beyond float's 2^24.
+    const double angle = static_cast<double>(pos) * static_cast<double>(inv_freq[i]);
+    const float c = static_cast<float>(cos(angle));
+    const float s = static_cast<float>(sin(angle));
+    const uint32_t i0 = style == fb::RopeStyle::Interleaved ? 2 * i : i;
+    const uint32_t i1 = style == fb::RopeStyle::Interleaved ? 2 * i + 1 : i + half;
+    const float a = in[i0], b = in[i1];
+    out[i0] = a * c - b * s;
+    out[i1] = a * s + b * c;
+  }
+}
+
+// Quantizes x once for a group of matmuls sharing it, when any of them needs int8 inputs.
+QuantActs prepare_acts(Transformer* t, const float* x, uint32_t n, uint32_t cols) {
+  t->k->quantize_acts(x, n, cols, static_cast<uint32_t>(padded_cols(cols)), t->xq, t->xqs);
+  return QuantActs{t->xq, t->xqs, static_cast<uint32_t>(padded_cols(cols))};
+}
+
+bool is_quant(const WeightView& w) {
+  return w.type == WeightType::Q8 || w.type == WeightType::Q4;
+}
+
+// y(n, w.rows) = x(n, w.cols) · Wᵀ. `qa` must hold x quantized when w is Q8/Q4.
+void linear(Transformer* t, const WeightView& w, const float* x, const QuantActs* qa, uint32_t n,
+            float* y) {
+  switch (w.type) {
+    case WeightType::F32:
+      t->k->matmul_f32(w, x, n, y, 0, w.rows);
+      break;
+    case WeightType::F16:
+      t->k->matmul_f16(w, x, n, y, 0, w.rows);
+      break;
+    case WeightType::Q8:
+      t->k->matmul_q8(w, *qa, n, y, 0, w.rows);
+      break;
+    case WeightType::Q4:
+      t->k->matmul_q4(w, *qa, n, y, 0, w.rows);
+      break;
+  }
+}
+
+// Up to three projections of one input, quantizing it once.
+void project(Transformer* t, const float* x, uint32_t n, uint32_t cols, const WeightView* w[3],
+             float* y[3], uint32_t count) {
+  QuantActs qa{};
+  bool need = false;
+  for (uint32_t i = 0; i < count; ++i) need |= is_quant(*w[i]);
+  if (need) qa = prepare_acts(t, x, n, cols);
+  for (uint32_t i = 0; i < count; ++i) linear(t, *w[i], x, &qa, n, y[i]);
+}
+
+void embed(const Transformer* t, int32_t token, float* out) {
+  const WeightView& e = t->tok_emb;
+  const size_t r = static_cast<size_t>(token);
+  switch (e.type) {
+    case WeightType::F32:
+      memcpy(out, static_cast<const float*>(e.data) + r * e.row_stride, e.cols * sizeof(float));
+      break;
+    case WeightType::F16: {
+      const uint16_t* row = static_cast<const uint16_t*>(e.data) + r * e.row_stride;
+      for (uint32_t i = 0; i < e.cols; ++i) out[i] = fp16_to_f32(row[i]);
+      break;
+    }
+    case WeightType::Q8:
+      dequantize_row_q8(static_cast<const int8_t*>(e.data) + r * e.row_stride,
+                        e.scales + r * (e.row_stride / kQuantGroup), e.cols, out);
+      break;
+    case WeightType::Q4:
+      dequantize_row_q4(static_cast<const uint8_t*>(e.data) + r * (e.row_stride / 2),
+                        e.scales + r * (e.row_stride / kQuantGroup), e.cols, out);
+      break;
+  }
+}
+
+// Pointer to row `slot` of layer `l` in a K or V cache, as float (converting f16 into `tmp`).
+const float* kv_row(const KvRing& kv, const void* base, uint32_t l, uint32_t slot, uint32_t off,
+                    uint32_t len, float* tmp) {
+  const size_t idx = (static_cast<size_t>(l) * kv.n_ctx + slot) * kv.kv_dim + off;
+  if (kv.dtype == RLM_KV_F32) return static_cast<const float*>(base) + idx;
+  const uint16_t* h = static_cast<const uint16_t*>(base) + idx;
+  for (uint32_t i = 0; i < len; ++i) tmp[i] = fp16_to_f32(h[i]);
+  return tmp;
+}
+
+void kv_store(const KvRing& kv, void* base, uint32_t l, uint32_t slot, const float* row) {
+  const size_t idx = (static_cast<size_t>(l) * kv.n_ctx + slot) * kv.kv_dim;
+  if (kv.dtype == RLM_KV_F32) {
+    memcpy(static_cast<float*>(base) + idx, row, kv.kv_dim * sizeof(float));
+  } else {
+    uint16_t* h = static_cast<uint16_t*>(base) + idx;
+    for (uint32_t i = 0; i < kv.kv_dim; ++i) h[i] = f32_to_fp16(row[i]);
+  }
+}
+
+// Attention of one token at `pos` (its K/V already stored) for every head; out(q_dim).
+void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, float* out) {
+  const Hparams& hp = t->hp;
+  const KvRing& kv = t->kv;
+  const uint32_t hd = hp.head_dim;
+  const uint32_t group = hp.n_heads / hp.n_kv_heads;
+  const uint32_t visible = kv_visible(kv, pos);
+  const uint64_t sink_pos = pos < kv.n_ctx ? pos : kv.n_ctx - 1;
+  const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+  for (uint32_t h = 0; h < hp.n_heads; ++h) {
+    const uint32_t koff = (h / group) * hd;
+    rope(q + h * hd, t->qrot, t->rope_freq, hd, pos, hp.rope_style);
+    const bool sinks_shifted = sink_pos != pos && kv.n_sink > 0;
+    if (sinks_shifted) rope(q + h * hd, t->qsink, t->rope_freq, hd, sink_pos, hp.rope_style);
+    for (uint32_t s = 0; s < visible; ++s) {
+      const float* qv = (sinks_shifted && s < kv.n_sink) ? t->qsink : t->qrot;
+      const float* kr = kv_row(kv, kv.k, l, s, koff, hd, t->kbuf);
+      float score = 0.0f;
+      for (uint32_t i = 0; i < hd; ++i) score += qv[i] * kr[i];
+      t->att[s] = score * scale;
+    }
+    t->k->softmax(t->att, visible);
+    float* o = out + h * hd;
+    memset(o, 0, hd * sizeof(float));
+    for (uint32_t s = 0; s < visible; ++s) {
+      const float* vr = kv_row(kv, kv.v, l, s, koff, hd, t->kbuf);
+      const float a = t->att[s];
+      for (uint32_t i = 0; i < hd; ++i) o[i] += a * vr[i];
+    }
+  }
+}
+
+}  // namespace
+
+void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
+                        rlm_kv_dtype kv_dtype, uint32_t n_batch, Transformer* t) {
+  t->hp = hp;
+  t->n_batch = n_batch;
+  t->k = kernels_ref();
+  t->layers = a.alloc<LayerWeights>(hp.n_layers, alignof(LayerWeights));
+  kv_ring_layout(a, hp.n_layers, n_ctx, n_sink, hp.kv_dim, kv_dtype, &t->kv);
+  const uint32_t wide = hp.dim > hp.q_dim ? hp.dim : hp.q_dim;
+  t->x = static_cast<float*>(a.alloc_2d(n_batch, hp.dim, sizeof(float), kArenaAlignment));
+  t->xb = static_cast<float*>(a.alloc_2d(n_batch, wide, sizeof(float), kArenaAlignment));
+  t->xb2 = static_cast<float*>(a.alloc_2d(n_batch, hp.dim, sizeof(float), kArenaAlignment));
+  t->q = static_cast<float*>(a.alloc_2d(n_batch, hp.q_dim, sizeof(float), kArenaAlignment));
+  t->kt = static_cast<float*>(a.alloc_2d(n_batch, hp.kv_dim, sizeof(float), kArenaAlignment));
+  t->vt = static_cast<float*>(a.alloc_2d(n_batch, hp.kv_dim, sizeof(float), kArenaAlignment));
+  t->hb = static_cast<float*>(a.alloc_2d(n_batch, hp.ffn_dim, sizeof(float), kArenaAlignment));
+  t->hb2 = static_cast<float*>(a.alloc_2d(n_batch, hp.ffn_dim, sizeof(float), kArenaAlignment));
+  t->act_stride = static_cast<uint32_t>(padded_cols(max3(hp.dim, hp.q_dim, hp.ffn_dim)));
+  t->xq = static_cast<int8_t*>(a.alloc_2d(n_batch, t->act_stride, 1, kArenaAlignment));
+  t->xqs = static_cast<float*>(
+      a.alloc_2d(n_batch, t->act_stride / kQuantGroup, sizeof(float), kArenaAlignment));
+  t->qrot = a.alloc<float>(hp.head_dim);
+  t->qsink = a.alloc<float>(hp.head_dim);
+  t->att = a.alloc<float>(n_ctx);
+  t->kbuf = a.alloc<float>(hp.head_dim);
+  t->rope_freq = a.alloc<float>(hp.head_dim / 2);
+  t->logits = a.alloc<float>(hp.vocab_size);
+}
+
+void transformer_bind(const ModelImpl& m, Transformer* t) {
+  using R = fb::TensorRole;
+  t->tok_emb = model_weight(m, R::TokenEmbedding, -1);
+  t->out_norm = model_weight(m, R::OutputNorm, -1);
+  t->output = t->hp.tied_embeddings ? t->tok_emb : model_weight(m, R::Output, -1);
+  for (uint32_t l = 0; l < t->hp.n_layers; ++l) {
+    const int32_t li = static_cast<int32_t>(l);
+    LayerWeights& w = t->layers[l];
+    w.attn_norm = model_weight(m, R::AttnNorm, li);
+    w.wq = model_weight(m, R::Wq, li);
+    w.wk = model_weight(m, R::Wk, li);
+    w.wv = model_weight(m, R::Wv, li);
+    w.wo = model_weight(m, R::Wo, li);
+    w.ffn_norm = model_weight(m, R::FfnNorm, li);
+    w.gate = model_weight(m, R::FfnGate, li);
+    w.down = model_weight(m, R::FfnDown, li);
+    w.up = model_weight(m, R::FfnUp, li);
+  }
+  const uint32_t half = t->hp.head_dim / 2;
+  for (uint32_t i = 0; i < half; ++i) {
+    t->rope_freq[i] = static_cast<float>(
+        1.0 / pow(static_cast<double>(t->hp.rope_theta),
+                  static_cast<double>(2 * i) / static_cast<double>(t->hp.head_dim)));
+  }
+}
+
+void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
+  const Hparams& hp = t->hp;
+  const KernelTable* k = t->k;
+  for (uint32_t i = 0; i < n; ++i) embed(t, tokens[i], t->x + static_cast<size_t>(i) * hp.dim);
+
+  for (uint32_t l = 0; l < hp.n_layers; ++l) {
+    const LayerWeights& w = t->layers[l];
+    // Attention block.
+    for (uint32_t i = 0; i < n; ++i) {
+      k->rmsnorm(t->xb + static_cast<size_t>(i) * hp.dim, t->x + static_cast<size_t>(i) * hp.dim,
+                 static_cast<const float*>(w.attn_norm.data), hp.dim, hp.norm_eps);
+    }
+    {
+      const WeightView* ws[3] = {&w.wq, &w.wk, &w.wv};
+      float* ys[3] = {t->q, t->kt, t->vt};
+      project(t, t->xb, n, hp.dim, ws, ys, 3);
+    }
+    // Per token in order: store its K/V, then attend, so a batch longer than the ring window
+    // still sees exactly the positions a token-by-token run would.
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t pos = pos0 + i;
+      const uint32_t slot = kv_slot(t->kv, pos);
+      float* kr = t->kt + static_cast<size_t>(i) * hp.kv_dim;
+      for (uint32_t h = 0; h < hp.n_kv_heads; ++h) {
+        rope(kr + h * hp.head_dim, t->kbuf, t->rope_freq, hp.head_dim, pos, hp.rope_style);
+        memcpy(kr + h * hp.head_dim, t->kbuf, hp.head_dim * sizeof(float));
+      }
+      kv_store(t->kv, t->kv.k, l, slot, kr);
+      kv_store(t->kv, t->kv.v, l, slot, t->vt + static_cast<size_t>(i) * hp.kv_dim);
+      if (l == 0) t->kv.tokens[slot] = tokens[i];
+      attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos,
+             t->xb + static_cast<size_t>(i) * hp.q_dim);
+    }
+    {
+      const WeightView* ws[1] = {&w.wo};
+      float* ys[1] = {t->xb2};
+      project(t, t->xb, n, hp.q_dim, ws, ys, 1);
+    }
+    for (size_t i = 0; i < static_cast<size_t>(n) * hp.dim; ++i) t->x[i] += t->xb2[i];
+
+    // Feed-forward block (SwiGLU).
+    for (uint32_t i = 0; i < n; ++i) {
+      k->rmsnorm(t->xb + static_cast<size_t>(i) * hp.dim, t->x + static_cast<size_t>(i) * hp.dim,
+                 static_cast<const float*>(w.ffn_norm.data), hp.dim, hp.norm_eps);
+    }
+    {
+      const WeightView* ws[2] = {&w.gate, &w.up};
+      float* ys[2] = {t->hb, t->hb2};
+      project(t, t->xb, n, hp.dim, ws, ys, 2);
+    }
+    k->swiglu(t->hb, t->hb2, n * hp.ffn_dim);
+    {
+      const WeightView* ws[1] = {&w.down};
+      float* ys[1] = {t->xb2};
+      project(t, t->hb, n, hp.ffn_dim, ws, ys, 1);
+    }
+    for (size_t i = 0; i < static_cast<size_t>(n) * hp.dim; ++i) t->x[i] += t->xb2[i];
+  }
+
+  // Logits of the last token only: generation never needs the others.
+  float* last = t->x + static_cast<size_t>(n - 1) * hp.dim;
+  k->rmsnorm(t->xb, last, static_cast<const float*>(t->out_norm.data), hp.dim, hp.norm_eps);
+  const WeightView* ws[1] = {&t->output};
+  float* ys[1] = {t->logits};
+  project(t, t->xb, 1, hp.dim, ws, ys, 1);
+}
+
+}  // namespace ringlm

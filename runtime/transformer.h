@@ -1,0 +1,60 @@
+// The Llama-family forward pass over the kernel table: forward(tokens, pos) writes the logits of
+// the last token. Buffers live in the session arena (see transformer_layout).
+#ifndef RINGLM_RUNTIME_TRANSFORMER_H_
+#define RINGLM_RUNTIME_TRANSFORMER_H_
+
+#include <stdint.h>
+
+#include "arena.h"
+#include "kernels/kernels.h"
+#include "kv_ring.h"
+#include "model.h"
+
+namespace ringlm {
+
+struct LayerWeights {
+  WeightView attn_norm, wq, wk, wv, wo, ffn_norm, gate, down, up;
+};
+
+struct Transformer {
+  const KernelTable* k;     // static table; never freed
+  Hparams hp;
+  WeightView tok_emb, out_norm, output;  // output = tok_emb when tied
+  LayerWeights* layers;     // (n_layers) views into the model bytes
+  KvRing kv;
+  uint32_t n_batch;         // max tokens per pass
+  // Activations for one pass of up to n_batch tokens.
+  float* x;                 // (n_batch, dim) residual stream
+  float* xb;                // (n_batch, max(dim, q_dim)) normed input / attention output
+  float* xb2;               // (n_batch, dim) projection output
+  float* q;                 // (n_batch, q_dim) queries, unrotated
+  float* kt;                // (n_batch, kv_dim) new keys
+  float* vt;                // (n_batch, kv_dim) new values
+  float* hb;                // (n_batch, ffn_dim) gate, then SwiGLU output
+  float* hb2;               // (n_batch, ffn_dim) up
+  int8_t* xq;               // (n_batch, act_stride) quantized activations
+  float* xqs;               // (n_batch, act_stride / 32) their scales
+  uint32_t act_stride;      // padded max(dim, q_dim, ffn_dim)
+  float* qrot;              // (head_dim) query rotated at its position
+  float* qsink;             // (head_dim) query rotated at the sink position
+  float* att;               // (n_ctx) attention weights of one head
+  float* kbuf;              // (head_dim) one key / value row converted from f16
+  float* rope_freq;         // (head_dim / 2) inverse frequencies
+  float* logits;            // (vocab)
+};
+
+// Reserves every buffer from `a` (measure mode allowed) and fills sizes; weights are resolved
+// separately by transformer_bind (needs real memory).
+void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
+                        rlm_kv_dtype kv_dtype, uint32_t n_batch, Transformer* t);
+
+// Resolves the weight views of a verified model (init only; never fails after model_open).
+void transformer_bind(const ModelImpl& m, Transformer* t);
+
+// Runs tokens[0..n) at positions pos0.. (n <= n_batch, tokens in range — checked by the caller),
+// writing K/V into the ring and the last token's logits into t->logits.
+void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0);
+
+}  // namespace ringlm
+
+#endif  // RINGLM_RUNTIME_TRANSFORMER_H_
