@@ -14,6 +14,11 @@
 //    push returns true. Otherwise the longest suffix of the pending text that is a proper prefix
 //    of some stop string is held back and everything before it released — exactly the text
 //    that can no longer become part of a stop string.
+//    Stops are eager: the stream stops on the first push after which any stop string is
+//    complete and never waits for a longer one that might still complete. So the released text
+//    is independent of how the text was split into pushes, except when one stop string occurs
+//    inside another other than at its end (stops "b" and "abc" on "xabc": "xa" when "b" arrives
+//    before "c", "x" when "bc" arrives together).
 #ifndef RINGLM_RUNTIME_STOP_H_
 #define RINGLM_RUNTIME_STOP_H_
 
