@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -77,8 +78,10 @@ bool load_llama2c(const std::string& rel, uint32_t vocab, Table* out, TokenizerD
   return true;
 }
 
+// cap = SIZE_MAX: enough for any text (one token per byte, plus BOS and the prefix).
 Status encode(const Table& t, const std::string& text, bool bos, std::vector<int32_t>* ids,
-              size_t cap = 1u << 20) {
+              size_t cap = SIZE_MAX) {
+  if (cap == SIZE_MAX) cap = text.size() + 2;
   std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(t.tok(), text.size()));
   ids->assign(cap, -7);
   size_t n = 0;
@@ -149,14 +152,35 @@ bool valid_utf8_at(const std::string& s, size_t i, size_t* len) {
   return true;
 }
 
-std::vector<int32_t> reference_encode(const TokenizerData& d, const std::string& text) {
-  auto lookup = [&](const std::string& p) -> int32_t {
-    for (size_t i = 0; i < d.pieces.size(); ++i) {
-      if ((d.types[i] == fb::TokenType::Normal || d.types[i] == fb::TokenType::UserDefined) &&
-          d.pieces[i] == p)
-        return static_cast<int32_t>(i);
+struct ReferenceIndex {
+  const TokenizerData* data = nullptr;
+  size_t vocab = 0;
+  std::map<std::string, int32_t> normal;  // piece -> first id of a mergeable type
+  std::map<std::string, int32_t> bytes;   // "<0xNN>" -> first byte token
+};
+
+const ReferenceIndex& reference_index(const TokenizerData& d) {
+  static ReferenceIndex cache;
+  if (cache.data != &d || cache.vocab != d.pieces.size()) {
+    cache = ReferenceIndex();
+    cache.data = &d;
+    cache.vocab = d.pieces.size();
+    for (size_t i = d.pieces.size(); i-- > 0;) {
+      if (d.types[i] == fb::TokenType::Normal || d.types[i] == fb::TokenType::UserDefined)
+        cache.normal[d.pieces[i]] = static_cast<int32_t>(i);
+      if (d.types[i] == fb::TokenType::Byte) cache.bytes[d.pieces[i]] = static_cast<int32_t>(i);
     }
-    return -1;
+  }
+  return cache;
+}
+
+std::vector<int32_t> reference_encode(const TokenizerData& d, const std::string& text) {
+  const ReferenceIndex& index = reference_index(d);
+  const std::map<std::string, int32_t>& normal = index.normal;
+  const std::map<std::string, int32_t>& bytes = index.bytes;
+  auto lookup = [&](const std::string& p) -> int32_t {
+    auto it = normal.find(p);
+    return it == normal.end() ? -1 : it->second;
   };
   std::vector<int32_t> out;
   if (text.empty()) return out;
@@ -198,13 +222,8 @@ std::vector<int32_t> reference_encode(const TokenizerData& d, const std::string&
     for (unsigned char c : s) {
       char b[8];
       snprintf(b, sizeof(b), "<0x%02X>", c);
-      int32_t bid = -1;
-      for (size_t i = 0; i < d.pieces.size(); ++i) {
-        if (d.types[i] == fb::TokenType::Byte && d.pieces[i] == b) {
-          bid = static_cast<int32_t>(i);
-          break;
-        }
-      }
+      auto it = bytes.find(b);
+      const int32_t bid = it == bytes.end() ? -1 : it->second;
       if (bid >= 0) {
         out.push_back(bid);
       } else if (d.unk_id >= 0) {
