@@ -1,9 +1,109 @@
+// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4] -o OUT
 #include <stdio.h>
+#include <string.h>
+
+#include <iostream>
+#include <string>
 
 #include "commands.h"
+#include "convert/convert.h"
 
-// Placeholder until the verb lands (issue 2/3); exits 2 so nothing mistakes it for success.
-int cmd_convert(int, char**) {
-  fprintf(stderr, "ringlm convert: not built yet\n");
-  return 2;
+namespace {
+
+void usage(FILE* f) {
+  fprintf(f,
+          "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4] -o OUT\n"
+          "\n"
+          "SOURCE is one of\n"
+          "  a llama2.c legacy float checkpoint (.bin; needs --tokenizer tokenizer.bin)\n"
+          "  a GGUF file (architecture llama; F32/F16/BF16/Q8_0/Q4_0 tensors)\n"
+          "  a Hugging Face Llama directory (config.json, model.safetensors, tokenizer.json)\n"
+          "\n"
+          "options:\n"
+          "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin / tok512.bin)\n"
+          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4;\n"
+          "                     norms stay f32. GGUF Q8_0/Q4_0 weights are copied as-is into\n"
+          "                     q8/q4 without re-quantization.\n"
+          "  -o, --output OUT   output model file (written to a temporary file, verified, renamed)\n"
+          "  -q, --quiet        no per-tensor lines or progress bar\n");
+}
+
+}  // namespace
+
+int cmd_convert(int argc, char** argv) {
+  ringlm::conv::ConvertOptions opts;
+  std::string out;
+  bool quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    auto value = [&](const char* flag) -> const char* {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "ringlm convert: %s needs a value\n", flag);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--tokenizer") || !strcmp(a, "-t")) {
+      const char* v = value(a);
+      if (!v) return 2;
+      opts.tokenizer = v;
+    } else if (!strcmp(a, "--quant") || !strcmp(a, "--dtype")) {
+      const char* v = value(a);
+      if (!v) return 2;
+      if (!ringlm::conv::parse_dtype(v, &opts.quant)) {
+        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4)\n", v);
+        return 2;
+      }
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+      const char* v = value(a);
+      if (!v) return 2;
+      out = v;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      quiet = true;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      fprintf(stderr, "ringlm convert: unknown option '%s'\n\n", a);
+      usage(stderr);
+      return 2;
+    } else if (opts.source.empty()) {
+      opts.source = a;
+    } else {
+      fprintf(stderr, "ringlm convert: more than one SOURCE ('%s', '%s')\n\n",
+              opts.source.c_str(), a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (opts.source.empty() || out.empty()) {
+    fprintf(stderr, "ringlm convert: %s\n\n", opts.source.empty() ? "no SOURCE" : "no -o OUT");
+    usage(stderr);
+    return 2;
+  }
+  opts.progress = !quiet;
+  opts.log = quiet ? nullptr : &std::cout;
+  const ringlm::conv::SourceKind kind = ringlm::conv::detect_source(opts.source);
+  if (!quiet) {
+    printf("converting %s (%s) -> %s as %s\n", opts.source.c_str(),
+           ringlm::conv::source_kind_name(kind), out.c_str(), ringlm::conv::dtype_name(opts.quant));
+    fflush(stdout);
+  }
+  ringlm::conv::ConvertStats st;
+  std::string err;
+  if (!ringlm::conv::convert_to_file(opts, out, &err, &st)) {
+    std::cout.flush();
+    fprintf(stderr, "ringlm convert: %s\n", err.c_str());
+    return 1;
+  }
+  std::cout.flush();
+  printf("wrote %s: %u tensors, %.2f MiB (%llu bytes of weights), %u re-encoded, %u copied raw",
+         out.c_str(), st.n_tensors, st.file_bytes / (1024.0 * 1024.0),
+         static_cast<unsigned long long>(st.weight_bytes), st.n_quantized, st.n_raw_copied);
+  if (st.n_quantized) {
+    printf("; relative RMSE mean %.4f%%, max %.4f%% (%s)", st.mean_rel_rmse * 100.0,
+           st.max_rel_rmse * 100.0, st.max_rel_rmse_tensor.c_str());
+  }
+  printf("; verified OK\n");
+  return 0;
 }

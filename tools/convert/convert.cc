@@ -1,0 +1,179 @@
+// Source dispatch and convert_to_file (temp file, verification with the runtime, rename).
+#include "convert/convert.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "convert/file_io.h"
+#include "convert/readers.h"
+#include "convert/writer.h"
+#include "model.h"
+
+namespace ringlm {
+namespace conv {
+
+SourceKind detect_source(const std::string& path) {
+  if (is_directory(path)) return SourceKind::HuggingFace;
+  std::string err;
+  std::shared_ptr<InputFile> f = InputFile::open(path, &err);
+  if (!f) return SourceKind::Unknown;
+  uint8_t magic[4] = {0, 0, 0, 0};
+  if (f->size() >= 4 && f->read_at(0, magic, 4, &err) && memcmp(magic, "GGUF", 4) == 0)
+    return SourceKind::Gguf;
+  auto ends_with = [&](const char* suf) {
+    const size_t n = strlen(suf);
+    return path.size() >= n && path.compare(path.size() - n, n, suf) == 0;
+  };
+  if (ends_with(".gguf")) return SourceKind::Gguf;  // bad magic: the reader says so
+  if (ends_with("config.json") || ends_with(".safetensors") || ends_with(".safetensors.index.json"))
+    return SourceKind::HuggingFace;
+  if (ends_with(".bin") && f->size() >= 28) return SourceKind::Llama2c;
+  return SourceKind::Unknown;
+}
+
+const char* source_kind_name(SourceKind k) {
+  switch (k) {
+    case SourceKind::Llama2c: return "llama2.c";
+    case SourceKind::Gguf: return "GGUF";
+    case SourceKind::HuggingFace: return "Hugging Face";
+    case SourceKind::Unknown: break;
+  }
+  return "unknown";
+}
+
+bool load_source(const ConvertOptions& opts, ModelData* out, std::string* err) {
+  if (opts.source.empty()) {
+    *err = "no source given";
+    return false;
+  }
+  switch (detect_source(opts.source)) {
+    case SourceKind::Llama2c:
+      return read_llama2c(opts.source, opts.tokenizer, out, err);
+    case SourceKind::Gguf:
+      return read_gguf(opts.source, out, err);
+    case SourceKind::HuggingFace:
+      return read_hf(opts.source, out, err);
+    case SourceKind::Unknown:
+      break;
+  }
+  struct stat st;
+  if (stat(opts.source.c_str(), &st) != 0) {
+    *err = "cannot open '" + opts.source + "': " + strerror(errno);
+  } else {
+    *err = "'" + opts.source +
+           "' is not a supported source (expected a llama2.c .bin checkpoint, a .gguf file, or a "
+           "Hugging Face model directory)";
+  }
+  return false;
+}
+
+namespace {
+
+// Maps the written file and runs the runtime's verification over it.
+bool verify_file(const std::string& path, std::string* err) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = "cannot reopen '" + path + "' for verification: " + strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+    ::close(fd);
+    *err = "written file is empty";
+    return false;
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    *err = std::string("mmap failed: ") + strerror(errno);
+    return false;
+  }
+  ModelImpl* m = new ModelImpl();
+  const Status s = model_open(p, size, m);
+  if (s != RLM_OK) {
+    *err = std::string("the converted model fails verification: ") + rlm_status_string(s) + ": " +
+           m->error;
+  }
+  delete m;
+  munmap(p, size);
+  return s == RLM_OK;
+}
+
+}  // namespace
+
+bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, std::string* err) {
+  return convert_to_file(opts, out_path, err, nullptr);
+}
+
+bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, std::string* err,
+                     ConvertStats* stats) {
+  ModelData model;
+  if (!load_source(opts, &model, err)) return false;
+  std::string tmpl = out_path + ".tmp-XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = mkstemp(name.data());
+  if (fd < 0) {
+    *err = "cannot create a temporary file next to '" + out_path + "': " + strerror(errno);
+    return false;
+  }
+  const std::string tmp(name.data());
+  fchmod(fd, 0644);
+  // Buffered writes straight to the file.
+  std::vector<uint8_t> buf;
+  buf.reserve(4u << 20);
+  auto flush = [&](std::string* e) {
+    size_t off = 0;
+    while (off < buf.size()) {
+      ssize_t w = ::write(fd, buf.data() + off, buf.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        *e = "write to '" + tmp + "' failed: " + strerror(errno);
+        return false;
+      }
+      off += static_cast<size_t>(w);
+    }
+    buf.clear();
+    return true;
+  };
+  ByteSink sink = [&](const void* p, uint64_t n, std::string* e) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    while (n > 0) {
+      const uint64_t room = buf.capacity() - buf.size();
+      const uint64_t k = std::min(room, n);
+      buf.insert(buf.end(), b, b + k);
+      b += k;
+      n -= k;
+      if (buf.size() == buf.capacity() && !flush(e)) return false;
+    }
+    return true;
+  };
+  ConvertStats local;
+  bool ok = write_model(model, opts.quant, sink, err, opts.log, opts.progress,
+                        stats ? stats : &local) &&
+            flush(err);
+  if (ok && fsync(fd) != 0) {
+    *err = "fsync '" + tmp + "' failed: " + strerror(errno);
+    ok = false;
+  }
+  if (::close(fd) != 0 && ok) {
+    *err = "close '" + tmp + "' failed: " + strerror(errno);
+    ok = false;
+  }
+  if (ok) ok = verify_file(tmp, err);
+  if (ok && rename(tmp.c_str(), out_path.c_str()) != 0) {
+    *err = "cannot rename '" + tmp + "' to '" + out_path + "': " + strerror(errno);
+    ok = false;
+  }
+  if (!ok) unlink(tmp.c_str());
+  return ok;
+}
+
+}  // namespace conv
+}  // namespace ringlm

@@ -1,0 +1,66 @@
+// The converter's library API: read a checkpoint (llama2.c .bin, GGUF, Hugging Face directory)
+// into the IR, and write the ringlm model file (see schema/model.fbs for the layout).
+#ifndef RINGLM_TOOLS_CONVERT_CONVERT_H_
+#define RINGLM_TOOLS_CONVERT_CONVERT_H_
+
+#include <stdint.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "convert/ir.h"
+
+namespace ringlm {
+namespace conv {
+
+struct ConvertOptions {
+  std::string source;     // llama2.c .bin, .gguf file, or Hugging Face directory
+  std::string tokenizer;  // llama2.c tokenizer.bin (required for llama2.c sources)
+  fb::DType quant = fb::DType::F32;  // target for 2-D tensors; 1-D tensors stay F32
+  bool progress = false;             // progress bar on stderr for large inputs
+  std::ostream* log = nullptr;       // per-tensor quantization error lines
+};
+
+// What kind of checkpoint `path` is (by directory / magic bytes / extension).
+enum class SourceKind { Unknown, Llama2c, Gguf, HuggingFace };
+SourceKind detect_source(const std::string& path);
+const char* source_kind_name(SourceKind k);
+
+// Reads the source named by opts.source (dispatching on its kind) into `out`.
+bool load_source(const ConvertOptions& opts, ModelData* out, std::string* err);
+
+// Serialises `model` into the model-file bytes: size-prefixed FlatBuffer header, zero padding,
+// then every tensor at a 64-aligned offset, in increasing offset order. 2-D tensors are stored
+// as `quant`; 1-D tensors as F32. Does not run model verification (callers may build
+// deliberately broken models); convert_to_file does.
+bool build_model_bytes(const ModelData& model, fb::DType quant, std::vector<uint8_t>* out,
+                       std::string* err, std::ostream* log = nullptr, bool progress = false);
+
+// Summary of one conversion (filled by convert_to_file when `stats` is non-null).
+struct ConvertStats {
+  uint32_t n_tensors = 0;
+  uint32_t n_quantized = 0;   // tensors stored lossy (f16/q8/q4) from a different source type
+  uint32_t n_raw_copied = 0;  // tensors copied without re-quantization (GGUF Q8_0/Q4_0)
+  uint64_t file_bytes = 0;
+  uint64_t weight_bytes = 0;
+  double max_rel_rmse = 0;    // over lossy tensors: RMSE / RMS(source)
+  double mean_rel_rmse = 0;
+  std::string max_rel_rmse_tensor;
+};
+
+// load_source + streamed write to a temporary file next to `out_path`, verification of the
+// written file with the runtime's model_open, then rename over `out_path`.
+bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, std::string* err);
+bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, std::string* err,
+                     ConvertStats* stats);
+
+// Name used in messages and logs: "f32", "f16", "q8", "q4".
+const char* dtype_name(fb::DType t);
+// Parses "f32" / "f16" / "q8" / "q4" (also "q8_0", "q4_0"); false if unknown.
+bool parse_dtype(const std::string& s, fb::DType* out);
+
+}  // namespace conv
+}  // namespace ringlm
+
+#endif  // RINGLM_TOOLS_CONVERT_CONVERT_H_

@@ -1,0 +1,813 @@
+// GGUF (v2/v3) reader: a small parser that checks every length and count against the file size,
+// then maps architecture "llama" onto the IR.
+//
+// File: magic "GGUF", uint32 version, uint64 tensor_count, uint64 kv_count, kv_count metadata
+// entries (gguf string key, uint32 value type, value), tensor_count tensor infos (name, uint32
+// n_dims, uint64 ne[n_dims] with ne[0] the fastest-varying (cols), uint32 ggml type, uint64
+// offset relative to the data section), padding to general.alignment (default 32), data.
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "convert/file_io.h"
+#include "convert/readers.h"
+#include "fp16.h"
+#include "model.h"
+#include "quant.h"
+
+namespace ringlm {
+namespace conv {
+namespace {
+
+enum GgufType : uint32_t {
+  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8,
+  kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12
+};
+
+const char* gguf_type_name(uint32_t t) {
+  static const char* const names[] = {"uint8", "int8",   "uint16", "int16", "uint32",
+                                      "int32", "float32", "bool",  "string", "array",
+                                      "uint64", "int64", "float64"};
+  return t < 13 ? names[t] : "unknown";
+}
+
+uint64_t scalar_size(uint32_t t) {
+  switch (t) {
+    case kU8: case kI8: case kBool: return 1;
+    case kU16: case kI16: return 2;
+    case kU32: case kI32: case kF32: return 4;
+    case kU64: case kI64: case kF64: return 8;
+    default: return 0;
+  }
+}
+
+// ggml tensor types (the ones named in errors; only a few are convertible).
+enum GgmlType : uint32_t { kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlBF16 = 30 };
+
+std::string ggml_type_name(uint32_t t) {
+  static const char* const names[] = {
+      "F32",  "F16",    "Q4_0",    "Q4_1",    "Q4_2", "Q4_3",  "Q5_0",   "Q5_1",
+      "Q8_0", "Q8_1",   "Q2_K",    "Q3_K",    "Q4_K", "Q5_K",  "Q6_K",   "Q8_K",
+      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+      "I8",   "I16",    "I32",     "I64",     "F64",  "IQ1_M", "BF16",   "Q4_0_4_4",
+      "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0"};
+  if (t < sizeof names / sizeof names[0]) return names[t];
+  return "type " + std::to_string(t);
+}
+
+struct Value {
+  uint32_t type = 0;
+  // Scalars (the field matching `type`'s category is set).
+  uint64_t u = 0;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  // Arrays: element type and values of the matching category.
+  uint32_t arr_type = 0;
+  uint64_t arr_count = 0;
+  std::vector<std::string> strs;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  bool is_int() const {
+    return type == kU8 || type == kI8 || type == kU16 || type == kI16 || type == kU32 ||
+           type == kI32 || type == kU64 || type == kI64;
+  }
+};
+
+struct TensorInfo {
+  std::string name;
+  std::vector<uint64_t> ne;
+  uint32_t type = 0;
+  uint64_t offset = 0;  // absolute, after parsing
+  uint64_t bytes = 0;
+};
+
+struct Gguf {
+  std::shared_ptr<InputFile> file;
+  uint32_t version = 0;
+  std::map<std::string, Value> kv;
+  std::vector<TensorInfo> tensors;
+  uint64_t alignment = 32;
+  uint64_t data_start = 0;
+
+  const Value* get(const std::string& k) const {
+    auto it = kv.find(k);
+    return it == kv.end() ? nullptr : &it->second;
+  }
+};
+
+class Parser {
+ public:
+  Parser(const InputFile* f, std::string* err) : c_(f, 0), err_(err), path_(f->path()) {}
+
+  bool str(std::string* out) {
+    uint64_t n;
+    if (!c_.get(&n, err_)) return false;
+    if (n > c_.remaining()) {
+      *err_ = "GGUF '" + path_ + "': string of " + std::to_string(n) + " bytes at offset " +
+              std::to_string(c_.pos()) + " runs past the end of the file";
+      return false;
+    }
+    out->resize(static_cast<size_t>(n));
+    return c_.read(out->empty() ? nullptr : &(*out)[0], n, err_);
+  }
+
+  bool scalar(uint32_t t, Value* v) {
+    switch (t) {
+      case kU8: { uint8_t x; if (!c_.get(&x, err_)) return false; v->u = x; v->i = x; v->f = x; return true; }
+      case kI8: { int8_t x; if (!c_.get(&x, err_)) return false; v->i = x; v->u = static_cast<uint64_t>(x); v->f = x; return true; }
+      case kU16: { uint16_t x; if (!c_.get(&x, err_)) return false; v->u = x; v->i = x; v->f = x; return true; }
+      case kI16: { int16_t x; if (!c_.get(&x, err_)) return false; v->i = x; v->u = static_cast<uint64_t>(x); v->f = x; return true; }
+      case kU32: { uint32_t x; if (!c_.get(&x, err_)) return false; v->u = x; v->i = x; v->f = x; return true; }
+      case kI32: { int32_t x; if (!c_.get(&x, err_)) return false; v->i = x; v->u = static_cast<uint64_t>(x); v->f = x; return true; }
+      case kU64: { uint64_t x; if (!c_.get(&x, err_)) return false; v->u = x; v->i = static_cast<int64_t>(x); v->f = static_cast<double>(x); return true; }
+      case kI64: { int64_t x; if (!c_.get(&x, err_)) return false; v->i = x; v->u = static_cast<uint64_t>(x); v->f = static_cast<double>(x); return true; }
+      case kF32: { float x; if (!c_.get(&x, err_)) return false; v->f = x; return true; }
+      case kF64: { double x; if (!c_.get(&x, err_)) return false; v->f = x; return true; }
+      case kBool: {
+        uint8_t x;
+        if (!c_.get(&x, err_)) return false;
+        v->u = v->i = (x != 0);
+        return true;
+      }
+      case kString: return str(&v->s);
+      default:
+        *err_ = "GGUF '" + path_ + "': unknown metadata value type " + std::to_string(t) +
+                " at offset " + std::to_string(c_.pos());
+        return false;
+    }
+  }
+
+  bool value(uint32_t t, Value* v, int depth) {
+    v->type = t;
+    if (t != kArray) return scalar(t, v);
+    uint32_t at;
+    uint64_t n;
+    if (!c_.get(&at, err_) || !c_.get(&n, err_)) return false;
+    const uint64_t min_elem = at == kString ? 8 : at == kArray ? 12 : scalar_size(at);
+    if (min_elem == 0) {
+      *err_ = "GGUF '" + path_ + "': unknown array element type " + std::to_string(at);
+      return false;
+    }
+    if (n > c_.remaining() / min_elem) {
+      *err_ = "GGUF '" + path_ + "': array of " + std::to_string(n) + " " + gguf_type_name(at) +
+              " at offset " + std::to_string(c_.pos()) + " runs past the end of the file";
+      return false;
+    }
+    v->arr_type = at;
+    v->arr_count = n;
+    if (at == kArray) {
+      if (depth > 4) {
+        *err_ = "GGUF '" + path_ + "': arrays nested too deeply";
+        return false;
+      }
+      for (uint64_t k = 0; k < n; ++k) {  // nested arrays: parsed and dropped
+        Value inner;
+        if (!value(kArray, &inner, depth + 1)) return false;
+      }
+      return true;
+    }
+    if (at == kString) {
+      v->strs.resize(static_cast<size_t>(n));
+      for (uint64_t k = 0; k < n; ++k) {
+        if (!str(&v->strs[k])) return false;
+      }
+      return true;
+    }
+    const bool is_float = at == kF32 || at == kF64;
+    if (is_float) v->floats.resize(static_cast<size_t>(n));
+    else v->ints.resize(static_cast<size_t>(n));
+    for (uint64_t k = 0; k < n; ++k) {
+      Value e;
+      if (!scalar(at, &e)) return false;
+      if (is_float) v->floats[k] = e.f;
+      else v->ints[k] = e.i;
+    }
+    return true;
+  }
+
+  Cursor& cursor() { return c_; }
+
+ private:
+  Cursor c_;
+  std::string* err_;
+  std::string path_;
+};
+
+// Bytes of a tensor of `type` with ne[0] = cols and `n` elements; 0 for unsupported types.
+// Sets *block_err when cols is not a multiple of the block size.
+uint64_t ggml_bytes(uint32_t type, uint64_t cols, uint64_t n, bool* block_err) {
+  *block_err = false;
+  switch (type) {
+    case kGgmlF32: return n * 4;
+    case kGgmlF16: case kGgmlBF16: return n * 2;
+    case kGgmlQ8_0:
+      if (cols % 32) { *block_err = true; return 0; }
+      return n / 32 * 34;
+    case kGgmlQ4_0:
+      if (cols % 32) { *block_err = true; return 0; }
+      return n / 32 * 18;
+    default: return 0;
+  }
+}
+
+bool parse_gguf(const std::string& path, Gguf* g, std::string* err) {
+  g->file = InputFile::open(path, err);
+  if (!g->file) return false;
+  Parser p(g->file.get(), err);
+  Cursor& c = p.cursor();
+  uint32_t magic;
+  uint64_t n_tensors, n_kv;
+  if (!c.get(&magic, err)) return false;
+  if (magic != 0x46554747u) {  // "GGUF"
+    *err = "'" + path + "' is not a GGUF file (bad magic)";
+    return false;
+  }
+  if (!c.get(&g->version, err)) return false;
+  if (g->version != 2 && g->version != 3) {
+    *err = "GGUF '" + path + "': version " + std::to_string(g->version) +
+           " is not supported (2 and 3 are; big-endian files are not)";
+    return false;
+  }
+  if (!c.get(&n_tensors, err) || !c.get(&n_kv, err)) return false;
+  // Each kv is at least 8 (key length) + 4 (type) + 1 bytes; each tensor info at least 8+4+8+4+8.
+  if (n_kv > c.remaining() / 13 || n_tensors > c.remaining() / 32) {
+    *err = "GGUF '" + path + "': header claims " + std::to_string(n_kv) + " metadata entries and " +
+           std::to_string(n_tensors) + " tensors, more than the file can hold";
+    return false;
+  }
+  for (uint64_t k = 0; k < n_kv; ++k) {
+    std::string key;
+    uint32_t type;
+    if (!p.str(&key) || !c.get(&type, err)) return false;
+    Value v;
+    if (!p.value(type, &v, 0)) {
+      *err += " (metadata key '" + key + "')";
+      return false;
+    }
+    g->kv[key] = std::move(v);
+  }
+  if (const Value* a = g->get("general.alignment")) {
+    if (!a->is_int() || a->u == 0 || a->u > (1u << 20) || (a->u & (a->u - 1)) != 0) {
+      *err = "GGUF '" + path + "': general.alignment must be a power of two";
+      return false;
+    }
+    g->alignment = a->u;
+  }
+  for (uint64_t k = 0; k < n_tensors; ++k) {
+    TensorInfo t;
+    uint32_t n_dims;
+    if (!p.str(&t.name) || !c.get(&n_dims, err)) return false;
+    if (n_dims < 1 || n_dims > 4) {
+      *err = "GGUF '" + path + "': tensor '" + t.name + "' has " + std::to_string(n_dims) +
+             " dimensions";
+      return false;
+    }
+    t.ne.resize(n_dims);
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      if (!c.get(&t.ne[d], err)) return false;
+      if (t.ne[d] == 0 || t.ne[d] >= (1ull << 32) || n > (1ull << 40) / t.ne[d]) {
+        *err = "GGUF '" + path + "': tensor '" + t.name + "' has a dimension out of range";
+        return false;
+      }
+      n *= t.ne[d];
+    }
+    if (!c.get(&t.type, err) || !c.get(&t.offset, err)) return false;
+    bool block_err = false;
+    t.bytes = ggml_bytes(t.type, t.ne[0], n, &block_err);
+    if (block_err) {
+      *err = "GGUF '" + path + "': tensor '" + t.name + "' (" + ggml_type_name(t.type) +
+             ") has " + std::to_string(t.ne[0]) + " columns, not a multiple of the block size";
+      return false;
+    }
+    g->tensors.push_back(std::move(t));
+  }
+  g->data_start = align_up(c.pos(), g->alignment);
+  const uint64_t fsize = g->file->size();
+  if (!g->tensors.empty() && g->data_start > fsize) {
+    *err = "GGUF '" + path + "' is truncated: the data section would start at " +
+           std::to_string(g->data_start) + ", past the end of the file (" + std::to_string(fsize) +
+           " bytes)";
+    return false;
+  }
+  for (TensorInfo& t : g->tensors) {
+    if (t.bytes == 0) continue;  // unsupported type: reported if the tensor is used
+    const uint64_t avail = fsize - g->data_start;
+    if (t.offset > avail || t.bytes > avail - t.offset) {
+      *err = "GGUF '" + path + "': tensor '" + t.name + "' data [" + std::to_string(t.offset) +
+             ", +" + std::to_string(t.bytes) + ") lies outside the file (truncated?)";
+      return false;
+    }
+    t.offset += g->data_start;
+  }
+  return true;
+}
+
+// ---- metadata helpers -----------------------------------------------------------------------
+
+bool get_uint(const Gguf& g, const std::string& key, bool required, uint64_t* out,
+              std::string* err) {
+  const Value* v = g.get(key);
+  if (!v) {
+    if (required) *err = "GGUF '" + g.file->path() + "': missing metadata key '" + key + "'";
+    return !required;
+  }
+  if (!v->is_int() || (v->i < 0 && v->type != kU64)) {
+    *err = "GGUF '" + g.file->path() + "': metadata '" + key + "' must be a non-negative integer (is " +
+           gguf_type_name(v->type) + ")";
+    return false;
+  }
+  *out = v->u;
+  return true;
+}
+
+bool get_u32(const Gguf& g, const std::string& key, bool required, uint32_t* out,
+             std::string* err) {
+  uint64_t v = *out;
+  if (!get_uint(g, key, required, &v, err)) return false;
+  if (v > 0xffffffffull) {
+    *err = "GGUF '" + g.file->path() + "': metadata '" + key + "' = " + std::to_string(v) +
+           " is too large";
+    return false;
+  }
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool get_float(const Gguf& g, const std::string& key, float* out, std::string* err) {
+  const Value* v = g.get(key);
+  if (!v) return true;
+  if (v->type != kF32 && v->type != kF64 && !v->is_int()) {
+    *err = "GGUF '" + g.file->path() + "': metadata '" + key + "' must be a number";
+    return false;
+  }
+  *out = static_cast<float>(v->f);
+  return true;
+}
+
+bool get_string(const Gguf& g, const std::string& key, std::string* out, std::string* err) {
+  const Value* v = g.get(key);
+  if (!v) return true;
+  if (v->type != kString) {
+    *err = "GGUF '" + g.file->path() + "': metadata '" + key + "' must be a string";
+    return false;
+  }
+  *out = v->s;
+  return true;
+}
+
+bool get_bool(const Gguf& g, const std::string& key, bool* out) {
+  const Value* v = g.get(key);
+  if (!v || (v->type != kBool && !v->is_int())) return false;
+  *out = v->u != 0;
+  return true;
+}
+
+// A token id key: absent or 0xFFFFFFFF (llama.cpp's "none") -> -1; otherwise must be < vocab.
+bool get_token_id(const Gguf& g, const std::string& key, uint32_t vocab, int32_t* out,
+                  std::string* err) {
+  const Value* v = g.get(key);
+  if (!v) return true;
+  if (!v->is_int()) {
+    *err = "GGUF '" + g.file->path() + "': metadata '" + key + "' must be an integer";
+    return false;
+  }
+  if (v->i == -1 || v->u == 0xffffffffull) {
+    *out = -1;
+    return true;
+  }
+  if (v->i < 0 || v->u >= vocab) {
+    *err = "GGUF '" + g.file->path() + "': " + key + " = " + std::to_string(v->i) +
+           " is out of range for a vocabulary of " + std::to_string(vocab);
+    return false;
+  }
+  *out = static_cast<int32_t>(v->u);
+  return true;
+}
+
+fb::TokenType map_token_type(int64_t t) {
+  switch (t) {
+    case 2: return fb::TokenType::Unknown;
+    case 3: return fb::TokenType::Control;
+    case 4: return fb::TokenType::UserDefined;
+    case 5: return fb::TokenType::Unused;
+    case 6: return fb::TokenType::Byte;
+    default: return fb::TokenType::Normal;  // 1 normal, 0 undefined
+  }
+}
+
+bool is_byte_piece(const std::string& p) {
+  return p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>' &&
+         isxdigit(static_cast<unsigned char>(p[3])) && isxdigit(static_cast<unsigned char>(p[4]));
+}
+
+// Splits a merge "a b" into two vocabulary ids whose concatenation is also in the vocabulary.
+bool parse_merge(const std::string& m, const std::map<std::string, uint32_t>& vocab,
+                 TokenizerData::Merge* out) {
+  for (size_t sp = m.find(' '); sp != std::string::npos; sp = m.find(' ', sp + 1)) {
+    auto l = vocab.find(m.substr(0, sp));
+    auto r = vocab.find(m.substr(sp + 1));
+    if (l == vocab.end() || r == vocab.end()) continue;
+    auto res = vocab.find(l->first + r->first);
+    if (res == vocab.end()) continue;
+    *out = {l->second, r->second, res->second};
+    return true;
+  }
+  return false;
+}
+
+bool gguf_tokenizer(const Gguf& g, TokenizerData* out, std::string* err) {
+  const std::string& path = g.file->path();
+  std::string model;
+  if (!get_string(g, "tokenizer.ggml.model", &model, err)) return false;
+  const Value* tokens = g.get("tokenizer.ggml.tokens");
+  if (!tokens || tokens->type != kArray || tokens->arr_type != kString) {
+    *err = "GGUF '" + path + "' has no tokenizer.ggml.tokens string array";
+    return false;
+  }
+  TokenizerData t;
+  if (model == "llama" || model.empty()) {
+    t.kind = fb::TokenizerKind::SentencePiece;
+    t.byte_fallback = true;
+    t.add_space_prefix = true;
+    t.add_bos = true;
+  } else if (model == "gpt2") {
+    t.kind = fb::TokenizerKind::ByteLevel;
+    t.byte_fallback = false;
+    t.add_space_prefix = false;
+    t.add_bos = false;
+  } else {
+    *err = "GGUF '" + path + "': tokenizer model '" + model +
+           "' is not supported (only 'llama' SentencePiece and 'gpt2' byte-level BPE)";
+    return false;
+  }
+  const uint32_t n = static_cast<uint32_t>(tokens->strs.size());
+  if (n == 0 || n > kMaxVocab) {
+    *err = "GGUF '" + path + "': vocabulary of " + std::to_string(n) + " tokens is out of range";
+    return false;
+  }
+  t.pieces = tokens->strs;
+  if (const Value* s = g.get("tokenizer.ggml.scores")) {
+    if (s->type != kArray || s->arr_count != n || (s->arr_type != kF32 && s->arr_type != kF64)) {
+      *err = "GGUF '" + path + "': tokenizer.ggml.scores must be " + std::to_string(n) + " floats";
+      return false;
+    }
+    t.scores.assign(s->floats.begin(), s->floats.end());
+  }
+  if (const Value* ty = g.get("tokenizer.ggml.token_type")) {
+    if (ty->type != kArray || ty->arr_count != n || ty->ints.size() != n) {
+      *err = "GGUF '" + path + "': tokenizer.ggml.token_type must be " + std::to_string(n) +
+             " integers";
+      return false;
+    }
+    for (int64_t v : ty->ints) t.types.push_back(map_token_type(v));
+  } else {
+    // Same rules as llama2.c tokenizers.
+    for (const std::string& p : t.pieces) {
+      fb::TokenType type = fb::TokenType::Normal;
+      if (p == "<unk>") type = fb::TokenType::Unknown;
+      else if (p == "<s>" || p == "</s>" || p == "\n<s>\n" || p == "\n</s>\n")
+        type = fb::TokenType::Control;
+      else if (t.kind == fb::TokenizerKind::SentencePiece && is_byte_piece(p))
+        type = fb::TokenType::Byte;
+      t.types.push_back(type);
+    }
+  }
+  if (const Value* m = g.get("tokenizer.ggml.merges")) {
+    if (m->type != kArray || m->arr_type != kString) {
+      *err = "GGUF '" + path + "': tokenizer.ggml.merges must be a string array";
+      return false;
+    }
+    std::map<std::string, uint32_t> vocab;
+    for (uint32_t i = 0; i < n; ++i) vocab.emplace(t.pieces[i], i);
+    t.merges.reserve(m->strs.size());
+    for (size_t r = 0; r < m->strs.size(); ++r) {
+      TokenizerData::Merge mg;
+      if (!parse_merge(m->strs[r], vocab, &mg)) {
+        *err = "GGUF '" + path + "': merge " + std::to_string(r) + " '" + m->strs[r] +
+               "' does not name two tokens whose concatenation is a token";
+        return false;
+      }
+      t.merges.push_back(mg);
+    }
+  }
+  if (!get_token_id(g, "tokenizer.ggml.bos_token_id", n, &t.bos_id, err) ||
+      !get_token_id(g, "tokenizer.ggml.eos_token_id", n, &t.eos_id, err) ||
+      !get_token_id(g, "tokenizer.ggml.unknown_token_id", n, &t.unk_id, err) ||
+      !get_token_id(g, "tokenizer.ggml.padding_token_id", n, &t.pad_id, err)) {
+    return false;
+  }
+  if (t.eos_id >= 0) t.end_ids.push_back(t.eos_id);
+  for (const char* k : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    int32_t id = -1;
+    if (!get_token_id(g, k, n, &id, err)) return false;
+    if (id >= 0 && std::find(t.end_ids.begin(), t.end_ids.end(), id) == t.end_ids.end())
+      t.end_ids.push_back(id);
+  }
+  get_bool(g, "tokenizer.ggml.add_bos_token", &t.add_bos);
+  get_bool(g, "tokenizer.ggml.add_space_prefix", &t.add_space_prefix);
+  std::string pre;
+  if (!get_string(g, "tokenizer.ggml.pre", &pre, err)) return false;
+  if (t.kind == fb::TokenizerKind::ByteLevel) {
+    if (pre == "llama-bpe" || pre == "llama3" || pre == "smaug-bpe")
+      t.pre_tokenizer = fb::PreTokenizer::Llama3;
+    else if (pre == "qwen2") t.pre_tokenizer = fb::PreTokenizer::Qwen2;
+    else if (pre == "starcoder" || pre == "refact") t.pre_tokenizer = fb::PreTokenizer::StarCoder;
+    else t.pre_tokenizer = fb::PreTokenizer::Gpt2;
+    if (t.pre_tokenizer == fb::PreTokenizer::Llama3 && !g.get("tokenizer.ggml.add_bos_token"))
+      t.add_bos = true;
+  }
+  *out = std::move(t);
+  return true;
+}
+
+// ---- tensor loading -------------------------------------------------------------------------
+
+using fb::TensorRole;
+
+bool map_tensor_name(const std::string& name, TensorRole* role, int32_t* layer) {
+  static const std::pair<const char*, TensorRole> globals[] = {
+      {"token_embd.weight", TensorRole::TokenEmbedding},
+      {"output_norm.weight", TensorRole::OutputNorm},
+      {"output.weight", TensorRole::Output}};
+  for (const auto& g : globals) {
+    if (name == g.first) {
+      *role = g.second;
+      *layer = -1;
+      return true;
+    }
+  }
+  if (name.compare(0, 4, "blk.") != 0) return false;
+  size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4 || dot - 4 > 6) return false;
+  int32_t l = 0;
+  for (size_t i = 4; i < dot; ++i) {
+    if (!isdigit(static_cast<unsigned char>(name[i]))) return false;
+    l = l * 10 + (name[i] - '0');
+  }
+  static const std::pair<const char*, TensorRole> per_layer[] = {
+      {"attn_norm.weight", TensorRole::AttnNorm}, {"attn_q.weight", TensorRole::Wq},
+      {"attn_k.weight", TensorRole::Wk},          {"attn_v.weight", TensorRole::Wv},
+      {"attn_output.weight", TensorRole::Wo},     {"ffn_norm.weight", TensorRole::FfnNorm},
+      {"ffn_gate.weight", TensorRole::FfnGate},   {"ffn_down.weight", TensorRole::FfnDown},
+      {"ffn_up.weight", TensorRole::FfnUp}};
+  const std::string rest = name.substr(dot + 1);
+  for (const auto& p : per_layer) {
+    if (rest == p.first) {
+      *role = p.second;
+      *layer = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+void dequant_q8_0(const uint8_t* src, uint64_t n, float* dst) {
+  for (uint64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* blk = src + b * 34;
+    uint16_t d16;
+    memcpy(&d16, blk, 2);
+    const float d = fp16_to_f32(d16);
+    for (int j = 0; j < 32; ++j) dst[b * 32 + j] = static_cast<float>(static_cast<int8_t>(blk[2 + j])) * d;
+  }
+}
+
+void dequant_q4_0(const uint8_t* src, uint64_t n, float* dst) {
+  for (uint64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* blk = src + b * 18;
+    uint16_t d16;
+    memcpy(&d16, blk, 2);
+    const float d = fp16_to_f32(d16);
+    for (int j = 0; j < 16; ++j) {
+      dst[b * 32 + j] = static_cast<float>((blk[2 + j] & 0x0f) - 8) * d;
+      dst[b * 32 + j + 16] = static_cast<float>((blk[2 + j] >> 4) - 8) * d;
+    }
+  }
+}
+
+// GGUF Q8_0 / Q4_0 blocks -> our two-plane Q8 / Q4 layout (cols % 32 == 0, so no padding).
+void blocks_to_planes(const uint8_t* src, uint32_t type, uint64_t rows, uint64_t cols,
+                      std::vector<uint8_t>* out) {
+  const WeightType wt = type == kGgmlQ8_0 ? WeightType::Q8 : WeightType::Q4;
+  out->assign(static_cast<size_t>(tensor_data_bytes(wt, rows, cols)), 0);
+  const uint64_t n_blocks = rows * cols / 32;
+  const uint64_t block_bytes = type == kGgmlQ8_0 ? 34 : 18;
+  const uint64_t qs_per_block = block_bytes - 2;
+  uint8_t* qs = out->data();
+  uint8_t* scales = out->data() + quant_scales_offset(wt, rows, cols);
+  for (uint64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = src + b * block_bytes;
+    memcpy(scales + b * 2, blk, 2);
+    uint8_t* dst = qs + b * qs_per_block;
+    if (type == kGgmlQ8_0) {
+      memcpy(dst, blk + 2, 32);
+    } else {
+      // Unsigned nibble u (value u - 8) -> two's-complement nibble (u - 8) & 15 == u ^ 8.
+      for (int j = 0; j < 16; ++j) dst[j] = blk[2 + j] ^ 0x88;
+    }
+  }
+}
+
+}  // namespace
+
+bool read_gguf_tokenizer(const std::string& path, TokenizerData* out, std::string* err) {
+  Gguf g;
+  if (!parse_gguf(path, &g, err)) return false;
+  return gguf_tokenizer(g, out, err);
+}
+
+bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
+  auto g = std::make_shared<Gguf>();
+  if (!parse_gguf(path, g.get(), err)) return false;
+  std::string arch;
+  if (!get_string(*g, "general.architecture", &arch, err)) return false;
+  if (arch.empty()) {
+    *err = "GGUF '" + path + "' has no general.architecture";
+    return false;
+  }
+  if (arch != "llama") {
+    *err = "GGUF '" + path + "': architecture '" + arch +
+           "' is not supported by the converter (only 'llama')";
+    return false;
+  }
+  ModelData m;
+  m.source = path;
+  auto& a = m.arch;
+  a.family = fb::Family::Llama;
+  a.activation = fb::Activation::SiLU;
+  a.rope_style = fb::RopeStyle::Interleaved;  // GGUF "llama" q/k rows are in interleaved order
+  const std::string p = "llama.";
+  uint32_t ctx = 0;
+  if (!get_u32(*g, p + "block_count", true, &a.n_layers, err) ||
+      !get_u32(*g, p + "embedding_length", true, &a.dim, err) ||
+      !get_u32(*g, p + "feed_forward_length", true, &a.ffn_dim, err) ||
+      !get_u32(*g, p + "attention.head_count", true, &a.n_heads, err) ||
+      !get_u32(*g, p + "context_length", false, &ctx, err)) {
+    return false;
+  }
+  a.n_kv_heads = a.n_heads;
+  if (!get_u32(*g, p + "attention.head_count_kv", false, &a.n_kv_heads, err)) return false;
+  a.max_context = ctx ? ctx : 2048;
+  a.rope_theta = 10000.0f;
+  a.norm_eps = 1e-5f;
+  if (!get_float(*g, p + "rope.freq_base", &a.rope_theta, err) ||
+      !get_float(*g, p + "attention.layer_norm_rms_epsilon", &a.norm_eps, err)) {
+    return false;
+  }
+  if (a.n_heads == 0 || a.dim % a.n_heads != 0) {
+    *err = "GGUF '" + path + "': embedding_length " + std::to_string(a.dim) +
+           " is not a multiple of head_count " + std::to_string(a.n_heads);
+    return false;
+  }
+  a.head_dim = a.dim / a.n_heads;
+  if (!get_u32(*g, p + "attention.key_length", false, &a.head_dim, err)) return false;
+  uint32_t value_length = a.head_dim;
+  if (!get_u32(*g, p + "attention.value_length", false, &value_length, err)) return false;
+  if (value_length != a.head_dim) {
+    *err = "GGUF '" + path + "': attention.value_length != key_length is not supported";
+    return false;
+  }
+  uint32_t rope_dims = a.head_dim;
+  if (!get_u32(*g, p + "rope.dimension_count", false, &rope_dims, err)) return false;
+  if (rope_dims != a.head_dim) {
+    *err = "GGUF '" + path + "': partial rotary embedding (rope.dimension_count " +
+           std::to_string(rope_dims) + " != head_dim " + std::to_string(a.head_dim) +
+           ") is not supported";
+    return false;
+  }
+  std::string scaling;
+  if (!get_string(*g, p + "rope.scaling.type", &scaling, err)) return false;
+  if (!scaling.empty() && scaling != "none") {
+    *err = "GGUF '" + path + "': RoPE scaling '" + scaling + "' is not supported";
+    return false;
+  }
+  if (g->get(p + "expert_count")) {
+    uint64_t experts = 0;
+    if (get_uint(*g, p + "expert_count", false, &experts, err) && experts > 0) {
+      *err = "GGUF '" + path + "': mixture-of-experts models are not supported";
+      return false;
+    }
+  }
+
+  if (!gguf_tokenizer(*g, &m.tokenizer, err)) return false;
+  std::string tmpl;
+  if (!get_string(*g, "tokenizer.chat_template", &tmpl, err)) return false;
+  m.chat_template = tmpl;
+
+  // Tensors.
+  bool has_output = false;
+  uint32_t emb_rows = 0;
+  for (const TensorInfo& ti : g->tensors) {
+    TensorData t;
+    t.name = ti.name;
+    if (!map_tensor_name(ti.name, &t.role, &t.layer)) {
+      *err = "GGUF '" + path + "': tensor '" + ti.name + "' is not part of a supported llama model";
+      return false;
+    }
+    if (t.layer >= static_cast<int32_t>(a.n_layers)) {
+      *err = "GGUF '" + path + "': tensor '" + ti.name + "' is beyond block_count " +
+             std::to_string(a.n_layers);
+      return false;
+    }
+    if (ti.bytes == 0) {
+      *err = "GGUF '" + path + "': tensor '" + ti.name + "' has type " + ggml_type_name(ti.type) +
+             ", which the converter does not read (F32, F16, BF16, Q8_0 and Q4_0 are supported)";
+      return false;
+    }
+    // Squeeze trailing unit dimensions; then ne = (cols[, rows]).
+    std::vector<uint64_t> ne = ti.ne;
+    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+    if (ne.size() > 2) {
+      *err = "GGUF '" + path + "': tensor '" + ti.name + "' has more than 2 dimensions";
+      return false;
+    }
+    const uint64_t cols = ne[0];
+    const uint64_t rows = ne.size() == 2 ? ne[1] : 1;
+    const bool matrix = ne.size() == 2;
+    if (matrix) t.shape = {rows, cols};
+    else t.shape = {cols};
+    if (t.role == TensorRole::Output) has_output = true;
+    if (t.role == TensorRole::TokenEmbedding) emb_rows = static_cast<uint32_t>(rows);
+    const uint32_t type = ti.type;
+    const uint64_t offset = ti.offset, bytes = ti.bytes, n = rows * cols;
+    std::shared_ptr<InputFile> f = g->file;
+    t.load_f32 = [f, type, offset, bytes, n](std::vector<float>* dst, std::string* e) {
+      dst->resize(static_cast<size_t>(n));
+      if (type == kGgmlF32) return f->read_at(offset, dst->data(), bytes, e);
+      std::vector<uint8_t> raw(static_cast<size_t>(bytes));
+      if (!f->read_at(offset, raw.data(), bytes, e)) return false;
+      float* o = dst->data();
+      switch (type) {
+        case kGgmlF16:
+          for (uint64_t i = 0; i < n; ++i) {
+            uint16_t h;
+            memcpy(&h, raw.data() + 2 * i, 2);
+            o[i] = fp16_to_f32(h);
+          }
+          return true;
+        case kGgmlBF16:
+          for (uint64_t i = 0; i < n; ++i) {
+            uint16_t h;
+            memcpy(&h, raw.data() + 2 * i, 2);
+            const uint32_t bits = static_cast<uint32_t>(h) << 16;
+            memcpy(&o[i], &bits, 4);
+          }
+          return true;
+        case kGgmlQ8_0: dequant_q8_0(raw.data(), n, o); return true;
+        case kGgmlQ4_0: dequant_q4_0(raw.data(), n, o); return true;
+      }
+      *e = "internal: unexpected ggml type";
+      return false;
+    };
+    if (matrix && (type == kGgmlQ8_0 || type == kGgmlQ4_0) && cols % kQuantGroup == 0) {
+      t.has_raw = true;
+      t.raw_type = type == kGgmlQ8_0 ? fb::DType::Q8 : fb::DType::Q4;
+      t.load_raw = [f, type, offset, bytes, rows, cols](std::vector<uint8_t>* dst, std::string* e) {
+        std::vector<uint8_t> raw(static_cast<size_t>(bytes));
+        if (!f->read_at(offset, raw.data(), bytes, e)) return false;
+        blocks_to_planes(raw.data(), type, rows, cols, dst);
+        return true;
+      };
+    }
+    m.tensors.push_back(std::move(t));
+  }
+  if (!g->tensors.empty()) {
+    if (emb_rows == 0) {
+      *err = "GGUF '" + path + "' has no token_embd.weight";
+      return false;
+    }
+    a.vocab_size = emb_rows;
+  } else {
+    a.vocab_size = static_cast<uint32_t>(m.tokenizer.pieces.size());
+  }
+  uint32_t kv_vocab = 0;
+  if (!get_u32(*g, p + "vocab_size", false, &kv_vocab, err)) return false;
+  if (kv_vocab && kv_vocab != a.vocab_size) {
+    *err = "GGUF '" + path + "': llama.vocab_size " + std::to_string(kv_vocab) +
+           " differs from the token embedding's " + std::to_string(a.vocab_size) + " rows";
+    return false;
+  }
+  a.tied_embeddings = !has_output;
+  // Tokenizer must cover the embedding; pad a shorter one with unused pieces.
+  TokenizerData& tok = m.tokenizer;
+  if (tok.pieces.size() > a.vocab_size) {
+    *err = "GGUF '" + path + "': tokenizer has " + std::to_string(tok.pieces.size()) +
+           " tokens but the model's vocabulary is " + std::to_string(a.vocab_size);
+    return false;
+  }
+  while (tok.pieces.size() < a.vocab_size) {
+    tok.pieces.push_back("<unused_" + std::to_string(tok.pieces.size()) + ">");
+    tok.types.push_back(fb::TokenType::Unused);
+    if (!tok.scores.empty()) tok.scores.push_back(-1e9f);
+  }
+  *out = std::move(m);
+  return true;
+}
+
+}  // namespace conv
+}  // namespace ringlm

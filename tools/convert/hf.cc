@@ -1,0 +1,553 @@
+// Hugging Face Llama checkpoint directory reader (LlamaForCausalLM, model_type "llama").
+//
+// Weights come from model.safetensors (or the shards of model.safetensors.index.json) in
+// F32 / F16 / BF16. HF Llama applies RoPE with rotate_half, i.e. it pairs (i, i + head_dim/2):
+// the model is marked RopeStyle::Neox and q/k are NOT permuted. The tokenizer comes from
+// tokenizer.json (BPE), tokenizer_config.json and generation_config.json.
+#include <stdint.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "convert/file_io.h"
+#include "convert/readers.h"
+#include "convert/safetensors.h"
+#include "model.h"
+
+namespace ringlm {
+namespace conv {
+namespace {
+
+using json = nlohmann::json;
+using fb::TensorRole;
+
+bool parse_json_file(const std::string& path, json* out, std::string* err) {
+  std::string text;
+  if (!read_text_file(path, &text, err)) return false;
+  try {
+    *out = json::parse(text);
+  } catch (const std::exception& e) {
+    *err = "'" + path + "' is not valid JSON (" + e.what() + ")";
+    return false;
+  }
+  if (!out->is_object()) {
+    *err = "'" + path + "' is not a JSON object";
+    return false;
+  }
+  return true;
+}
+
+// Reads an unsigned config value into a uint32; absent -> *out unchanged (unless required).
+bool cfg_u32(const json& cfg, const char* key, bool required, uint32_t* out, std::string* err) {
+  if (!cfg.contains(key) || cfg[key].is_null()) {
+    if (required) *err = std::string("config.json: missing '") + key + "'";
+    return !required;
+  }
+  const json& v = cfg[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 0xffffffffll) {
+    *err = std::string("config.json: '") + key + "' must be a non-negative integer";
+    return false;
+  }
+  *out = static_cast<uint32_t>(v.get<int64_t>());
+  return true;
+}
+
+bool cfg_float(const json& cfg, const char* key, float* out, std::string* err) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return true;
+  if (!cfg[key].is_number()) {
+    *err = std::string("config.json: '") + key + "' must be a number";
+    return false;
+  }
+  *out = cfg[key].get<float>();
+  return true;
+}
+
+// Token ids from an int or a list of ints (eos_token_id can be either).
+std::vector<int64_t> id_list(const json& v) {
+  std::vector<int64_t> ids;
+  if (v.is_number_integer()) ids.push_back(v.get<int64_t>());
+  else if (v.is_array())
+    for (const auto& x : v)
+      if (x.is_number_integer()) ids.push_back(x.get<int64_t>());
+  return ids;
+}
+
+// "content" of a special-token entry given as a string or {"content": ...}.
+std::string token_content(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
+  return "";
+}
+
+bool is_byte_piece(const std::string& p) {
+  return p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>' &&
+         isxdigit(static_cast<unsigned char>(p[3])) && isxdigit(static_cast<unsigned char>(p[4]));
+}
+
+// Does the normalizer / pre-tokenizer tree contain a node of `type` (optionally with a check)?
+template <typename F>
+bool find_node(const json& node, const std::string& type, F&& pred) {
+  if (node.is_object()) {
+    if (node.contains("type") && node["type"].is_string() && node["type"] == type && pred(node))
+      return true;
+    for (auto it = node.begin(); it != node.end(); ++it)
+      if (find_node(it.value(), type, pred)) return true;
+  } else if (node.is_array()) {
+    for (const auto& x : node)
+      if (find_node(x, type, pred)) return true;
+  }
+  return false;
+}
+
+bool read_tokenizer_json(const std::string& path, TokenizerData* out, std::string* err) {
+  json j;
+  if (!parse_json_file(path, &j, err)) return false;
+  if (!j.contains("model") || !j["model"].is_object()) {
+    *err = "'" + path + "' has no \"model\"";
+    return false;
+  }
+  const json& model = j["model"];
+  const std::string type = model.value("type", std::string("?"));
+  if (type != "BPE") {
+    *err = "'" + path + "': tokenizer model type '" + type + "' is not supported (only BPE)";
+    return false;
+  }
+  if (!model.contains("vocab") || !model["vocab"].is_object()) {
+    *err = "'" + path + "': model.vocab missing";
+    return false;
+  }
+  std::map<std::string, uint32_t> vocab;
+  std::map<uint32_t, std::string> by_id;
+  auto add_piece = [&](const std::string& piece, const json& idv) {
+    if (!idv.is_number_integer() || idv.get<int64_t>() < 0 ||
+        idv.get<int64_t>() >= static_cast<int64_t>(kMaxVocab)) {
+      *err = "'" + path + "': token '" + piece + "' has an invalid id";
+      return false;
+    }
+    const uint32_t id = static_cast<uint32_t>(idv.get<int64_t>());
+    auto it = by_id.find(id);
+    if (it != by_id.end() && it->second != piece) {
+      *err = "'" + path + "': id " + std::to_string(id) + " is used by '" + it->second +
+             "' and '" + piece + "'";
+      return false;
+    }
+    by_id[id] = piece;
+    vocab.emplace(piece, id);
+    return true;
+  };
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it)
+    if (!add_piece(it.key(), it.value())) return false;
+  std::vector<std::pair<uint32_t, bool>> added;  // id, special
+  if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+    for (const auto& a : j["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string())
+        continue;
+      if (!add_piece(a["content"].get<std::string>(), a["id"])) return false;
+      added.emplace_back(static_cast<uint32_t>(a["id"].get<int64_t>()), a.value("special", false));
+    }
+  }
+  if (by_id.empty()) {
+    *err = "'" + path + "': empty vocabulary";
+    return false;
+  }
+  TokenizerData t;
+  const uint32_t n = by_id.rbegin()->first + 1;
+  t.pieces.resize(n);
+  t.types.assign(n, fb::TokenType::Normal);
+  for (uint32_t i = 0; i < n; ++i) {
+    auto it = by_id.find(i);
+    if (it == by_id.end()) {
+      t.pieces[i] = "<unused_" + std::to_string(i) + ">";
+      t.types[i] = fb::TokenType::Unused;
+    } else {
+      t.pieces[i] = it->second;
+    }
+  }
+  t.scores.assign(n, 0.0f);
+  const bool byte_level =
+      (j.contains("pre_tokenizer") && find_node(j["pre_tokenizer"], "ByteLevel", [](const json&) { return true; })) ||
+      (j.contains("decoder") && find_node(j["decoder"], "ByteLevel", [](const json&) { return true; }));
+  t.kind = byte_level ? fb::TokenizerKind::ByteLevel : fb::TokenizerKind::SentencePiece;
+  t.byte_fallback = model.value("byte_fallback", false);
+  if (!byte_level) {
+    for (uint32_t i = 0; i < n; ++i)
+      if (is_byte_piece(t.pieces[i])) t.types[i] = fb::TokenType::Byte;
+  }
+  if (model.contains("unk_token") && model["unk_token"].is_string()) {
+    auto it = vocab.find(model["unk_token"].get<std::string>());
+    if (it != vocab.end()) {
+      t.unk_id = static_cast<int32_t>(it->second);
+      t.types[it->second] = fb::TokenType::Unknown;
+    }
+  }
+  for (const auto& a : added) {
+    if (static_cast<int32_t>(a.first) == t.unk_id) continue;
+    t.types[a.first] = a.second ? fb::TokenType::Control : fb::TokenType::UserDefined;
+  }
+  // Merges, in rank order: "a b" strings or ["a", "b"] pairs.
+  if (model.contains("merges") && model["merges"].is_array()) {
+    const json& merges = model["merges"];
+    t.merges.reserve(merges.size());
+    for (size_t r = 0; r < merges.size(); ++r) {
+      const json& m = merges[r];
+      std::vector<std::pair<std::string, std::string>> splits;
+      if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        splits.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+      } else if (m.is_string()) {
+        const std::string s = m.get<std::string>();
+        for (size_t sp = s.find(' '); sp != std::string::npos; sp = s.find(' ', sp + 1))
+          splits.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+      }
+      bool ok = false;
+      for (const auto& sp : splits) {
+        auto l = vocab.find(sp.first), rr = vocab.find(sp.second), res = vocab.find(sp.first + sp.second);
+        if (l == vocab.end() || rr == vocab.end() || res == vocab.end()) continue;
+        t.merges.push_back({l->second, rr->second, res->second});
+        ok = true;
+        break;
+      }
+      if (!ok) {
+        *err = "'" + path + "': merge " + std::to_string(r) + " (" + m.dump() +
+               ") does not name two tokens whose concatenation is a token";
+        return false;
+      }
+    }
+  }
+  // SentencePiece-style "▁" prefix: a Prepend("▁") normalizer, or a Metaspace pre-tokenizer that
+  // prepends.
+  t.add_space_prefix = false;
+  if (!byte_level) {
+    if (j.contains("normalizer") &&
+        find_node(j["normalizer"], "Prepend", [](const json& n) {
+          return n.contains("prepend") && n["prepend"] == "\xe2\x96\x81";
+        }))
+      t.add_space_prefix = true;
+    if (j.contains("pre_tokenizer") &&
+        find_node(j["pre_tokenizer"], "Metaspace", [](const json& n) {
+          if (n.contains("prepend_scheme") && n["prepend_scheme"].is_string())
+            return n["prepend_scheme"] != "never";
+          return n.value("add_prefix_space", true);
+        }))
+      t.add_space_prefix = true;
+  } else {
+    t.pre_tokenizer = fb::PreTokenizer::Gpt2;
+    if (j.contains("pre_tokenizer")) {
+      const std::string pre = j["pre_tokenizer"].dump();
+      if (pre.find("\\\\p{N}{1,3}") != std::string::npos) t.pre_tokenizer = fb::PreTokenizer::Llama3;
+      else if (pre.find("\\\\p{N}|") != std::string::npos) t.pre_tokenizer = fb::PreTokenizer::Qwen2;
+    }
+  }
+  // BOS from the post-processor template (a special token first in "single").
+  t.add_bos = !byte_level;
+  if (j.contains("post_processor") && j["post_processor"].is_object()) {
+    const json& pp = j["post_processor"];
+    if (pp.value("type", std::string()) == "TemplateProcessing" && pp.contains("single") &&
+        pp["single"].is_array() && !pp["single"].empty()) {
+      t.add_bos = pp["single"][0].contains("SpecialToken");
+    }
+  }
+  *out = std::move(t);
+  return true;
+}
+
+bool map_hf_name(const std::string& name, TensorRole* role, int32_t* layer) {
+  *layer = -1;
+  if (name == "model.embed_tokens.weight") return *role = TensorRole::TokenEmbedding, true;
+  if (name == "model.norm.weight") return *role = TensorRole::OutputNorm, true;
+  if (name == "lm_head.weight") return *role = TensorRole::Output, true;
+  const std::string pre = "model.layers.";
+  if (name.compare(0, pre.size(), pre) != 0) return false;
+  size_t dot = name.find('.', pre.size());
+  if (dot == std::string::npos || dot == pre.size() || dot - pre.size() > 6) return false;
+  int32_t l = 0;
+  for (size_t i = pre.size(); i < dot; ++i) {
+    if (!isdigit(static_cast<unsigned char>(name[i]))) return false;
+    l = l * 10 + (name[i] - '0');
+  }
+  static const std::pair<const char*, TensorRole> table[] = {
+      {"self_attn.q_proj.weight", TensorRole::Wq},
+      {"self_attn.k_proj.weight", TensorRole::Wk},
+      {"self_attn.v_proj.weight", TensorRole::Wv},
+      {"self_attn.o_proj.weight", TensorRole::Wo},
+      {"mlp.gate_proj.weight", TensorRole::FfnGate},
+      {"mlp.up_proj.weight", TensorRole::FfnUp},
+      {"mlp.down_proj.weight", TensorRole::FfnDown},
+      {"input_layernorm.weight", TensorRole::AttnNorm},
+      {"post_attention_layernorm.weight", TensorRole::FfnNorm}};
+  const std::string rest = name.substr(dot + 1);
+  for (const auto& e : table) {
+    if (rest == e.first) {
+      *role = e.second;
+      *layer = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+int32_t piece_id(const TokenizerData& t, const std::string& piece) {
+  if (piece.empty()) return -1;
+  for (size_t i = 0; i < t.pieces.size(); ++i)
+    if (t.pieces[i] == piece) return static_cast<int32_t>(i);
+  return -1;
+}
+
+}  // namespace
+
+bool read_hf(const std::string& path_in, ModelData* out, std::string* err) {
+  std::string dir = path_in;
+  if (!is_directory(dir)) {  // allow pointing at a file inside the directory
+    size_t slash = dir.find_last_of('/');
+    dir = slash == std::string::npos ? "." : dir.substr(0, slash);
+  }
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  json cfg;
+  if (!parse_json_file(dir + "/config.json", &cfg, err)) return false;
+  const std::string model_type = cfg.value("model_type", std::string());
+  bool llama_arch = false;
+  std::string archs;
+  if (cfg.contains("architectures") && cfg["architectures"].is_array()) {
+    for (const auto& a : cfg["architectures"]) {
+      if (!a.is_string()) continue;
+      archs += (archs.empty() ? "" : ", ") + a.get<std::string>();
+      if (a == "LlamaForCausalLM") llama_arch = true;
+    }
+  }
+  if (model_type != "llama" || (!archs.empty() && !llama_arch)) {
+    *err = "'" + dir + "/config.json': model_type '" + model_type + "' (architectures: " +
+           (archs.empty() ? "none" : archs) +
+           ") is not supported by the converter (only LlamaForCausalLM / model_type llama)";
+    return false;
+  }
+  ModelData m;
+  m.source = dir;
+  auto& a = m.arch;
+  a.family = fb::Family::Llama;
+  a.activation = fb::Activation::SiLU;
+  a.rope_style = fb::RopeStyle::Neox;
+  a.max_context = 2048;
+  a.norm_eps = 1e-6f;
+  a.rope_theta = 10000.0f;
+  if (!cfg_u32(cfg, "hidden_size", true, &a.dim, err) ||
+      !cfg_u32(cfg, "intermediate_size", true, &a.ffn_dim, err) ||
+      !cfg_u32(cfg, "num_hidden_layers", true, &a.n_layers, err) ||
+      !cfg_u32(cfg, "num_attention_heads", true, &a.n_heads, err) ||
+      !cfg_u32(cfg, "vocab_size", true, &a.vocab_size, err) ||
+      !cfg_u32(cfg, "max_position_embeddings", false, &a.max_context, err) ||
+      !cfg_float(cfg, "rms_norm_eps", &a.norm_eps, err) ||
+      !cfg_float(cfg, "rope_theta", &a.rope_theta, err)) {
+    *err = dir + "/" + *err;
+    return false;
+  }
+  a.n_kv_heads = a.n_heads;
+  if (!cfg_u32(cfg, "num_key_value_heads", false, &a.n_kv_heads, err)) return false;
+  if (a.n_heads == 0 || a.dim % a.n_heads != 0) {
+    *err = "config.json: hidden_size is not a multiple of num_attention_heads";
+    return false;
+  }
+  a.head_dim = a.dim / a.n_heads;
+  if (!cfg_u32(cfg, "head_dim", false, &a.head_dim, err)) return false;
+  a.tied_embeddings = cfg.value("tie_word_embeddings", false);
+  const std::string act = cfg.value("hidden_act", std::string("silu"));
+  if (act != "silu") {
+    *err = "config.json: hidden_act '" + act + "' is not supported (only silu)";
+    return false;
+  }
+  if (cfg.value("attention_bias", false) || cfg.value("mlp_bias", false)) {
+    *err = "config.json: attention_bias / mlp_bias are not supported";
+    return false;
+  }
+  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null()) {
+    const json& rs = cfg["rope_scaling"];
+    std::string kind = rs.is_object() ? rs.value("rope_type", rs.value("type", std::string("?")))
+                                      : std::string("?");
+    if (kind != "default") {
+      *err = "config.json: rope_scaling '" + kind + "' is not supported";
+      return false;
+    }
+  }
+
+  // Weights.
+  std::map<std::string, SafetensorsEntry> entries;
+  const std::string single = dir + "/model.safetensors";
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (file_exists(single)) {
+    if (!read_safetensors_header(single, &entries, err)) return false;
+  } else if (file_exists(index)) {
+    json idx;
+    if (!parse_json_file(index, &idx, err)) return false;
+    if (!idx.contains("weight_map") || !idx["weight_map"].is_object()) {
+      *err = "'" + index + "' has no weight_map";
+      return false;
+    }
+    std::set<std::string> shards;
+    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+      if (!it.value().is_string() || it.value().get<std::string>().find('/') != std::string::npos) {
+        *err = "'" + index + "': bad shard name for '" + it.key() + "'";
+        return false;
+      }
+      shards.insert(it.value().get<std::string>());
+    }
+    for (const std::string& s : shards)
+      if (!read_safetensors_header(dir + "/" + s, &entries, err)) return false;
+  } else {
+    *err = "'" + dir + "' has no model.safetensors or model.safetensors.index.json "
+           "(PyTorch .bin checkpoints are not supported)";
+    return false;
+  }
+  // Tied checkpoints saved by transformers may keep only one copy of the shared matrix, under
+  // either name (safetensors drops the alias): use lm_head.weight as the embedding then.
+  const bool has_embed = entries.count("model.embed_tokens.weight") != 0;
+  for (const auto& kvp : entries) {
+    const std::string& name = kvp.first;
+    const SafetensorsEntry& e = kvp.second;
+    TensorData t;
+    t.name = name;
+    if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;  // derived, not a weight
+    if (!map_hf_name(name, &t.role, &t.layer)) {
+      *err = "'" + dir + "': tensor '" + name + "' is not part of a supported Llama model";
+      return false;
+    }
+    if (t.role == TensorRole::Output && a.tied_embeddings) {
+      if (has_embed) continue;
+      t.role = TensorRole::TokenEmbedding;
+      t.name = "model.embed_tokens.weight";  // stored once, as lm_head.weight
+    }
+    if (t.layer >= static_cast<int32_t>(a.n_layers)) {
+      *err = "'" + dir + "': tensor '" + name + "' is beyond num_hidden_layers";
+      return false;
+    }
+    if (e.shape.size() != 1 && e.shape.size() != 2) {
+      *err = "'" + dir + "': tensor '" + name + "' has rank " + std::to_string(e.shape.size());
+      return false;
+    }
+    t.shape = e.shape;
+    SafetensorsEntry copy = e;
+    t.load_f32 = [copy, name](std::vector<float>* dst, std::string* er) {
+      return load_safetensors_f32(copy, name, dst, er);
+    };
+    m.tensors.push_back(std::move(t));
+  }
+  // Model order: embedding, the layers, then the output norm and head.
+  auto order = [](const TensorData& t) {
+    return t.role == TensorRole::TokenEmbedding ? -2 : t.layer >= 0 ? t.layer : 0x7fffffff;
+  };
+  std::stable_sort(m.tensors.begin(), m.tensors.end(), [&](const TensorData& x, const TensorData& y) {
+    return order(x) != order(y) ? order(x) < order(y) : x.role < y.role;
+  });
+  if (std::none_of(m.tensors.begin(), m.tensors.end(),
+                   [](const TensorData& t) { return t.role == TensorRole::TokenEmbedding; })) {
+    *err = "'" + dir + "': model.embed_tokens.weight is missing";
+    return false;
+  }
+  if (!a.tied_embeddings &&
+      std::none_of(m.tensors.begin(), m.tensors.end(),
+                   [](const TensorData& t) { return t.role == TensorRole::Output; })) {
+    *err = "'" + dir + "': tie_word_embeddings is false but lm_head.weight is missing";
+    return false;
+  }
+
+  // Tokenizer.
+  if (!read_tokenizer_json(dir + "/tokenizer.json", &m.tokenizer, err)) return false;
+  TokenizerData& tok = m.tokenizer;
+  if (tok.pieces.size() > a.vocab_size) {
+    *err = "'" + dir + "/tokenizer.json' has " + std::to_string(tok.pieces.size()) +
+           " tokens, more than vocab_size " + std::to_string(a.vocab_size);
+    return false;
+  }
+  while (tok.pieces.size() < a.vocab_size) {
+    tok.pieces.push_back("<unused_" + std::to_string(tok.pieces.size()) + ">");
+    tok.types.push_back(fb::TokenType::Unused);
+    tok.scores.push_back(0.0f);
+  }
+  const int64_t vocab = a.vocab_size;
+  auto valid = [vocab](int64_t id) { return id >= 0 && id < vocab; };
+  // Special ids: tokenizer_config.json names, then config.json ids.
+  if (cfg.contains("bos_token_id")) {
+    auto ids = id_list(cfg["bos_token_id"]);
+    if (!ids.empty() && valid(ids[0])) tok.bos_id = static_cast<int32_t>(ids[0]);
+  }
+  std::vector<int64_t> eos_ids;
+  if (cfg.contains("eos_token_id")) eos_ids = id_list(cfg["eos_token_id"]);
+  json tc;
+  const std::string tc_path = dir + "/tokenizer_config.json";
+  if (file_exists(tc_path)) {
+    if (!parse_json_file(tc_path, &tc, err)) return false;
+    if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
+      tok.add_bos = tc["add_bos_token"].get<bool>();
+    if (tc.contains("bos_token")) {
+      int32_t id = piece_id(tok, token_content(tc["bos_token"]));
+      if (id >= 0) tok.bos_id = id;
+    }
+    if (tc.contains("eos_token")) {
+      int32_t id = piece_id(tok, token_content(tc["eos_token"]));
+      if (id >= 0) eos_ids.insert(eos_ids.begin(), id);
+    }
+    if (tc.contains("pad_token")) tok.pad_id = piece_id(tok, token_content(tc["pad_token"]));
+    if (tc.contains("chat_template")) {
+      const json& ct = tc["chat_template"];
+      if (ct.is_string()) {
+        m.chat_template = ct.get<std::string>();
+      } else if (ct.is_array()) {  // [{"name": ..., "template": ...}]: prefer "default"
+        for (const auto& e : ct) {
+          if (!e.is_object() || !e.contains("template") || !e["template"].is_string()) continue;
+          if (m.chat_template.empty() || e.value("name", std::string()) == "default")
+            m.chat_template = e["template"].get<std::string>();
+        }
+      }
+    }
+  }
+  if (m.chat_template.empty() && file_exists(dir + "/chat_template.jinja")) {
+    if (!read_text_file(dir + "/chat_template.jinja", &m.chat_template, err)) return false;
+  }
+  json gc;
+  const std::string gc_path = dir + "/generation_config.json";
+  if (file_exists(gc_path)) {
+    if (!parse_json_file(gc_path, &gc, err)) return false;
+    if (gc.contains("eos_token_id")) {
+      for (int64_t id : id_list(gc["eos_token_id"])) eos_ids.push_back(id);
+    }
+    if (gc.contains("bos_token_id") && tok.bos_id < 0) {
+      auto ids = id_list(gc["bos_token_id"]);
+      if (!ids.empty() && valid(ids[0])) tok.bos_id = static_cast<int32_t>(ids[0]);
+    }
+    GenerationData& g = m.generation;
+    if (gc.contains("temperature") && gc["temperature"].is_number()) {
+      g.temperature = gc["temperature"].get<float>();
+      g.present = true;
+    }
+    if (gc.contains("top_k") && gc["top_k"].is_number_integer()) {
+      g.top_k = gc["top_k"].get<int32_t>();
+      g.present = true;
+    }
+    if (gc.contains("top_p") && gc["top_p"].is_number()) {
+      g.top_p = gc["top_p"].get<float>();
+      g.present = true;
+    }
+    if (gc.contains("min_p") && gc["min_p"].is_number()) {
+      g.min_p = gc["min_p"].get<float>();
+      g.present = true;
+    }
+    if (gc.contains("repetition_penalty") && gc["repetition_penalty"].is_number()) {
+      g.repeat_penalty = gc["repetition_penalty"].get<float>();
+      g.present = true;
+    }
+  }
+  for (int64_t id : eos_ids) {
+    if (!valid(id)) {
+      *err = "'" + dir + "': eos token id " + std::to_string(id) + " is out of range";
+      return false;
+    }
+    if (std::find(tok.end_ids.begin(), tok.end_ids.end(), id) == tok.end_ids.end())
+      tok.end_ids.push_back(static_cast<int32_t>(id));
+  }
+  tok.eos_id = tok.end_ids.empty() ? -1 : tok.end_ids[0];
+  *out = std::move(m);
+  return true;
+}
+
+}  // namespace conv
+}  // namespace ringlm

@@ -1,0 +1,30 @@
+// One reader per checkpoint format; each fills a ModelData whose tensors load lazily from the
+// source file. Errors name the file and what is wrong or unsupported.
+#ifndef RINGLM_TOOLS_CONVERT_READERS_H_
+#define RINGLM_TOOLS_CONVERT_READERS_H_
+
+#include <string>
+
+#include "convert/ir.h"
+
+namespace ringlm {
+namespace conv {
+
+// llama2.c legacy (v0) float checkpoint + llama2.c tokenizer.bin.
+bool read_llama2c(const std::string& path, const std::string& tokenizer_path, ModelData* out,
+                  std::string* err);
+
+// GGUF v2/v3, architecture "llama"; tensors F32/F16/BF16/Q8_0/Q4_0.
+bool read_gguf(const std::string& path, ModelData* out, std::string* err);
+
+// Only the tokenizer of a GGUF (any architecture; vocab-only files included).
+bool read_gguf_tokenizer(const std::string& path, TokenizerData* out, std::string* err);
+
+// Hugging Face Llama directory: config.json, model.safetensors (or a sharded
+// model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json.
+bool read_hf(const std::string& dir, ModelData* out, std::string* err);
+
+}  // namespace conv
+}  // namespace ringlm
+
+#endif  // RINGLM_TOOLS_CONVERT_READERS_H_

@@ -1,0 +1,337 @@
+// Model-file writer: header FlatBuffer with final offsets, padding, tensor data (quantized as
+// requested), streamed through a sink so a large model never sits in memory as a whole.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "convert/convert.h"
+#include "convert/writer.h"
+#include "fp16.h"
+#include "quant.h"
+#include "ringlm/ringlm.h"
+
+namespace ringlm {
+namespace conv {
+namespace {
+
+constexpr const char* kConverterName = "ringlm-convert 0.1";
+constexpr uint64_t kProgressThreshold = 16ull << 20;
+
+struct Planned {
+  const TensorData* src;
+  fb::DType dtype;
+  uint64_t rows, cols;
+  uint64_t size;
+  uint64_t offset;
+  bool raw;
+};
+
+std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>& plan) {
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+  auto tok = build_tokenizer(fbb, m.tokenizer);
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  tensors.reserve(plan.size());
+  for (const Planned& p : plan) {
+    auto name = fbb.CreateString(p.src->name);
+    auto shape = fbb.CreateVector(p.src->shape);
+    fb::TensorBuilder tb(fbb);
+    tb.add_name(name);
+    tb.add_role(p.src->role);
+    tb.add_layer(p.src->layer);
+    tb.add_shape(shape);
+    tb.add_dtype(p.dtype);
+    tb.add_group_size(p.dtype == fb::DType::Q8 || p.dtype == fb::DType::Q4 ? kQuantGroup : 0);
+    tb.add_offset(p.offset);
+    tb.add_size(p.size);
+    tensors.push_back(tb.Finish());
+  }
+  auto tensors_v = fbb.CreateVector(tensors);
+  flatbuffers::Offset<fb::GenerationDefaults> gen;
+  if (m.generation.present) {
+    const GenerationData& g = m.generation;
+    gen = fb::CreateGenerationDefaults(fbb, g.temperature, g.top_k, g.top_p, g.min_p,
+                                       g.repeat_penalty, g.max_tokens);
+  }
+  flatbuffers::Offset<flatbuffers::String> tmpl;
+  if (!m.chat_template.empty()) tmpl = fbb.CreateString(m.chat_template);
+  auto prov = fb::CreateProvenanceDirect(fbb, m.source.c_str(), kConverterName);
+
+  const auto& a = m.arch;
+  fb::ArchitectureBuilder ab(fbb);
+  ab.add_family(a.family);
+  ab.add_n_layers(a.n_layers);
+  ab.add_dim(a.dim);
+  ab.add_n_heads(a.n_heads);
+  ab.add_n_kv_heads(a.n_kv_heads);
+  ab.add_head_dim(a.head_dim);
+  ab.add_ffn_dim(a.ffn_dim);
+  ab.add_vocab_size(a.vocab_size);
+  ab.add_max_context(a.max_context);
+  ab.add_rope_theta(a.rope_theta);
+  ab.add_rope_style(a.rope_style);
+  ab.add_norm_eps(a.norm_eps);
+  ab.add_tied_embeddings(a.tied_embeddings);
+  ab.add_activation(a.activation);
+  auto arch = ab.Finish();
+
+  fb::ModelBuilder mb(fbb);
+  mb.add_format_version(RLM_FORMAT_VERSION);
+  mb.add_arch(arch);
+  mb.add_tokenizer(tok);
+  mb.add_tensors(tensors_v);
+  if (m.generation.present) mb.add_generation(gen);
+  if (!m.chat_template.empty()) mb.add_chat_template(tmpl);
+  mb.add_provenance(prov);
+  fb::FinishSizePrefixedModelBuffer(fbb, mb.Finish());
+  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+// Encodes `x` (rows x cols floats) as `t`; accumulates squared error and squared source.
+void encode(const std::vector<float>& x, fb::DType t, uint64_t rows, uint64_t cols,
+            std::vector<uint8_t>* out, double* err2, double* src2) {
+  const uint64_t n = rows * cols;
+  out->assign(static_cast<size_t>(tensor_data_bytes(static_cast<WeightType>(t), rows, cols)), 0);
+  double e2 = 0, s2 = 0;
+  for (uint64_t i = 0; i < n; ++i) s2 += static_cast<double>(x[i]) * x[i];
+  switch (t) {
+    case fb::DType::F32:
+      memcpy(out->data(), x.data(), n * 4);
+      break;
+    case fb::DType::F16: {
+      uint8_t* o = out->data();
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_fp16(x[i]);
+        memcpy(o + 2 * i, &h, 2);
+        const double d = static_cast<double>(fp16_to_f32(h)) - x[i];
+        e2 += d * d;
+      }
+      break;
+    }
+    case fb::DType::Q8:
+    case fb::DType::Q4: {
+      const WeightType wt = static_cast<WeightType>(t);
+      const uint64_t cp = padded_cols(cols);
+      const uint64_t row_qs = wt == WeightType::Q8 ? cp : cp / 2;
+      const uint64_t groups = cp / kQuantGroup;
+      uint8_t* qs = out->data();
+      uint8_t* sc = out->data() + quant_scales_offset(wt, rows, cols);
+      std::vector<uint16_t> scales(static_cast<size_t>(groups));
+      std::vector<float> back(static_cast<size_t>(cols));
+      for (uint64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * cols;
+        uint8_t* q = qs + r * row_qs;
+        if (wt == WeightType::Q8) {
+          quantize_row_q8(row, cols, reinterpret_cast<int8_t*>(q), scales.data());
+          dequantize_row_q8(reinterpret_cast<const int8_t*>(q), scales.data(), cols, back.data());
+        } else {
+          quantize_row_q4(row, cols, q, scales.data());
+          dequantize_row_q4(q, scales.data(), cols, back.data());
+        }
+        memcpy(sc + r * groups * 2, scales.data(), groups * 2);
+        for (uint64_t c = 0; c < cols; ++c) {
+          const double d = static_cast<double>(back[c]) - row[c];
+          e2 += d * d;
+        }
+      }
+      break;
+    }
+  }
+  *err2 = e2;
+  *src2 = s2;
+}
+
+void progress_bar(uint64_t done, uint64_t total, const std::string& name) {
+  const int width = 40;
+  const int fill = total ? static_cast<int>(done * width / total) : width;
+  fprintf(stderr, "\r[%.*s%*s] %3d%% %-40.40s", fill, "========================================",
+          width - fill, "", total ? static_cast<int>(done * 100 / total) : 100, name.c_str());
+  if (done >= total) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+}  // namespace
+
+const char* dtype_name(fb::DType t) {
+  switch (t) {
+    case fb::DType::F32: return "f32";
+    case fb::DType::F16: return "f16";
+    case fb::DType::Q8: return "q8";
+    case fb::DType::Q4: return "q4";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& s, fb::DType* out) {
+  std::string l = s;
+  for (char& c : l) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  if (l == "f32") *out = fb::DType::F32;
+  else if (l == "f16") *out = fb::DType::F16;
+  else if (l == "q8" || l == "q8_0") *out = fb::DType::Q8;
+  else if (l == "q4" || l == "q4_0") *out = fb::DType::Q4;
+  else return false;
+  return true;
+}
+
+bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std::string* err,
+                 std::ostream* log, bool progress, ConvertStats* stats) {
+  if (static_cast<uint32_t>(quant) > static_cast<uint32_t>(fb::DType::MAX)) {
+    *err = "unknown target dtype";
+    return false;
+  }
+  std::vector<Planned> plan;
+  plan.reserve(m.tensors.size());
+  uint64_t total_src = 0;
+  for (const TensorData& t : m.tensors) {
+    if (t.shape.size() != 1 && t.shape.size() != 2) {
+      *err = "tensor '" + t.name + "' has rank " + std::to_string(t.shape.size()) +
+             " (only 1 and 2 are stored)";
+      return false;
+    }
+    Planned p;
+    p.src = &t;
+    p.rows = t.shape.size() == 2 ? t.shape[0] : 1;
+    p.cols = t.shape.back();
+    if (p.rows == 0 || p.cols == 0 || p.rows >= (1ull << 32) || p.cols >= (1ull << 32)) {
+      *err = "tensor '" + t.name + "' has a dimension out of range";
+      return false;
+    }
+    p.dtype = t.shape.size() == 2 ? quant : fb::DType::F32;
+    p.raw = t.has_raw && t.raw_type == p.dtype && p.cols % kQuantGroup == 0 && t.load_raw;
+    if (!p.raw && !t.load_f32) {
+      *err = "tensor '" + t.name + "' has no loader for target " + dtype_name(p.dtype);
+      return false;
+    }
+    p.size = tensor_data_bytes(static_cast<WeightType>(p.dtype), p.rows, p.cols);
+    if (p.size == 0) {
+      *err = "tensor '" + t.name + "' is too large";
+      return false;
+    }
+    p.offset = 0;
+    total_src += p.rows * p.cols * 4;
+    plan.push_back(p);
+  }
+
+  // Lay out: the header's size does not depend on the offset values (all non-zero), but rebuild
+  // until the data start is stable anyway.
+  uint64_t data_start = 64;
+  std::vector<uint8_t> header;
+  for (int iter = 0; iter < 8; ++iter) {
+    uint64_t off = data_start;
+    for (Planned& p : plan) {
+      p.offset = off;
+      off = align_up(off + p.size, kTensorAlignment);
+    }
+    header = build_header(m, plan);
+    const uint64_t need = align_up(header.size(), kTensorAlignment);
+    if (need <= data_start) break;
+    data_start = need;
+    if (iter == 7) {
+      *err = "internal: header layout did not converge";
+      return false;
+    }
+  }
+  if (header.size() > 0x7fffffffu) {
+    *err = "model metadata exceeds the 2 GiB FlatBuffer limit";
+    return false;
+  }
+
+  static const uint8_t zeros[64] = {};
+  uint64_t pos = 0;
+  auto put = [&](const void* p, uint64_t n) {
+    if (!sink(p, n, err)) return false;
+    pos += n;
+    return true;
+  };
+  auto pad_to = [&](uint64_t target) {
+    while (pos < target) {
+      if (!put(zeros, std::min<uint64_t>(sizeof zeros, target - pos))) return false;
+    }
+    return true;
+  };
+  if (!put(header.data(), header.size())) return false;
+
+  const bool show = progress && total_src > kProgressThreshold;
+  uint64_t done = 0;
+  double rel_sum = 0;
+  uint32_t n_lossy = 0;
+  std::vector<float> x;
+  std::vector<uint8_t> enc;
+  for (const Planned& p : plan) {
+    const TensorData& t = *p.src;
+    if (show) progress_bar(done, total_src, t.name);
+    if (!pad_to(p.offset)) return false;
+    const uint64_t n = p.rows * p.cols;
+    if (p.raw) {
+      if (!t.load_raw(&enc, err)) {
+        *err = "tensor '" + t.name + "': " + *err;
+        return false;
+      }
+      if (enc.size() != p.size) {
+        *err = "tensor '" + t.name + "': raw data is " + std::to_string(enc.size()) +
+               " bytes, expected " + std::to_string(p.size);
+        return false;
+      }
+      if (log) *log << "  " << t.name << "  " << dtype_name(p.dtype) << "  copied without re-quantization\n";
+      if (stats) ++stats->n_raw_copied;
+    } else {
+      if (!t.load_f32(&x, err)) {
+        *err = "tensor '" + t.name + "': " + *err;
+        return false;
+      }
+      if (x.size() != n) {
+        *err = "tensor '" + t.name + "': loader gave " + std::to_string(x.size()) +
+               " values, shape needs " + std::to_string(n);
+        return false;
+      }
+      double e2 = 0, s2 = 0;
+      encode(x, p.dtype, p.rows, p.cols, &enc, &e2, &s2);
+      if (p.dtype != fb::DType::F32) {
+        const double rms = sqrt(s2 / static_cast<double>(n));
+        const double rmse = sqrt(e2 / static_cast<double>(n));
+        const double rel = rms > 0 ? rmse / rms : (rmse > 0 ? INFINITY : 0.0);
+        if (log) {
+          char line[512];
+          snprintf(line, sizeof line, "  %-36s %-3s  rmse %.3e  rms %.3e  rel %.4f%%\n",
+                   t.name.c_str(), dtype_name(p.dtype), rmse, rms, rel * 100.0);
+          *log << line;
+        }
+        rel_sum += rel;
+        ++n_lossy;
+        if (stats && rel >= stats->max_rel_rmse) {
+          stats->max_rel_rmse = rel;
+          stats->max_rel_rmse_tensor = t.name;
+        }
+      }
+    }
+    if (!put(enc.data(), enc.size())) return false;
+    done += n * 4;
+  }
+  if (show) progress_bar(total_src, total_src, "done");
+  if (stats) {
+    stats->n_tensors = static_cast<uint32_t>(plan.size());
+    stats->n_quantized = n_lossy;
+    stats->mean_rel_rmse = n_lossy ? rel_sum / n_lossy : 0.0;
+    stats->file_bytes = pos;
+    stats->weight_bytes = 0;
+    for (const Planned& p : plan) stats->weight_bytes += p.size;
+  }
+  return true;
+}
+
+bool build_model_bytes(const ModelData& model, fb::DType quant, std::vector<uint8_t>* out,
+                       std::string* err, std::ostream* log, bool progress) {
+  std::vector<uint8_t> bytes;
+  ByteSink sink = [&bytes](const void* p, uint64_t n, std::string*) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+    return true;
+  };
+  if (!write_model(model, quant, sink, err, log, progress, nullptr)) return false;
+  *out = std::move(bytes);
+  return true;
+}
+
+}  // namespace conv
+}  // namespace ringlm
