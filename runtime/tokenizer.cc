@@ -270,6 +270,7 @@ struct Encoder {
       heap.remove(l);
       Sym& a = syms[l];
       const int32_t r = a.next;
+      if (r < 0) continue;  // cannot happen: a pair always has a right symbol
       Sym& b = syms[r];
       heap.remove(static_cast<uint32_t>(r));
       a.n += b.n;
