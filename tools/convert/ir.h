@@ -87,7 +87,7 @@ flatbuffers::Offset<fb::Tokenizer> build_tokenizer(flatbuffers::FlatBufferBuilde
 std::vector<uint8_t> tokenizer_only_buffer(const TokenizerData& tok);
 
 // llama2.c tokenizer.bin: int32 max_token_length, then per token: float score, int32 len, bytes.
-// Types: <unk> -> Unknown, <s> / </s> (also "\n<s>\n" forms) -> Control, <0xNN> -> Byte.
+// Spaces in pieces become "▁" again (llama2.c's export had replaced them). Types: <unk> -> Unknown, <s> / </s> (also "\n<s>\n" forms) -> Control, <0xNN> -> Byte.
 // bos = 1, eos = 2, unk = 0 (llama2.c's fixed ids). `vocab_size` is the number of entries to read.
 bool read_llama2c_tokenizer(const std::string& path, uint32_t vocab_size, TokenizerData* out,
                             std::string* err);

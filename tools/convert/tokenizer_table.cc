@@ -100,6 +100,17 @@ bool read_llama2c_tokenizer(const std::string& path, uint32_t vocab_size, Tokeni
       *err = "tokenizer '" + path + "': truncated at token " + std::to_string(i);
       return false;
     }
+    // llama2.c's export script turned SentencePiece's "▁" into " " (t.replace('▁', ' '));
+    // the model format keeps SentencePiece's own form, so map it back. SentencePiece pieces
+    // never contain a raw space, so this is lossless.
+    if (!is_byte_piece(piece)) {
+      std::string mapped;
+      for (char c : piece) {
+        if (c == ' ') mapped += "\xE2\x96\x81";
+        else mapped += c;
+      }
+      piece.swap(mapped);
+    }
     fb::TokenType type = fb::TokenType::Normal;
     if (piece == "<unk>") type = fb::TokenType::Unknown;
     else if (piece == "<s>" || piece == "</s>" || piece == "\n<s>\n" || piece == "\n</s>\n")

@@ -1,0 +1,158 @@
+// Model fixtures for tests: real models converted from ../shared in memory, and small
+// random-weight Llama models that need no shared data at all.
+#ifndef RINGLM_TESTS_FIXTURES_H_
+#define RINGLM_TESTS_FIXTURES_H_
+
+#include <stdint.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "ringlm/ringlm.h"
+#include "testing.h"
+
+namespace ringlm_test {
+
+// Converts `source` (+ llama2.c tokenizer) to model bytes in `out`. false with *err on failure.
+inline bool build_model(const std::string& source, const std::string& tokenizer,
+                        ringlm::fb::DType quant, AlignedBuffer* out, std::string* err) {
+  ringlm::conv::ConvertOptions opts;
+  opts.source = source;
+  opts.tokenizer = tokenizer;
+  opts.quant = quant;
+  ringlm::conv::ModelData md;
+  if (!ringlm::conv::load_source(opts, &md, err)) return false;
+  std::vector<uint8_t> bytes;
+  if (!ringlm::conv::build_model_bytes(md, quant, &bytes, err)) return false;
+  out->assign(bytes.data(), bytes.size());
+  return true;
+}
+
+struct RandomModelShape {
+  uint32_t dim = 64, n_layers = 2, n_heads = 4, n_kv_heads = 2, ffn_dim = 96, max_context = 256;
+  bool tied = true;
+  uint32_t seed = 1234;
+};
+
+// A random-weight Llama with a 259-token vocab: <unk>, <s>, </s>, then the 256 byte tokens
+// <0x00>..<0xFF> (SentencePiece byte fallback), so any text tokenizes: byte b is token 3 + b.
+inline ringlm::conv::ModelData random_model_data(const RandomModelShape& s) {
+  using namespace ringlm;
+  conv::ModelData md;
+  md.arch.n_layers = s.n_layers;
+  md.arch.dim = s.dim;
+  md.arch.n_heads = s.n_heads;
+  md.arch.n_kv_heads = s.n_kv_heads;
+  md.arch.head_dim = s.dim / s.n_heads;
+  md.arch.ffn_dim = s.ffn_dim;
+  md.arch.max_context = s.max_context;
+  md.arch.tied_embeddings = s.tied;
+  conv::TokenizerData& t = md.tokenizer;
+  t.pieces = {"<unk>", "<s>", "</s>"};
+  t.types = {fb::TokenType::Unknown, fb::TokenType::Control, fb::TokenType::Control};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    snprintf(buf, sizeof buf, "<0x%02X>", b);
+    t.pieces.push_back(buf);
+    t.types.push_back(fb::TokenType::Byte);
+  }
+  t.scores.assign(t.pieces.size(), 0.0f);
+  t.unk_id = 0;
+  t.bos_id = 1;
+  t.eos_id = 2;
+  t.end_ids = {2};
+  t.add_space_prefix = false;  // "ab" is exactly the byte tokens of 'a', 'b'
+  md.arch.vocab_size = static_cast<uint32_t>(t.pieces.size());
+  const uint32_t V = md.arch.vocab_size, D = s.dim, hd = D / s.n_heads;
+  const uint32_t kv = s.n_kv_heads * hd, F = s.ffn_dim;
+  uint32_t counter = 0;
+  auto add = [&](const char* name, fb::TensorRole role, int32_t layer,
+                 std::vector<uint64_t> shape, bool norm) {
+    conv::TensorData td;
+    td.name = std::string(name) + (layer >= 0 ? "." + std::to_string(layer) : "");
+    td.role = role;
+    td.layer = layer;
+    td.shape = shape;
+    const uint32_t seed = s.seed * 7919u + counter++;
+    td.load_f32 = [shape, norm, seed](std::vector<float>* out, std::string*) {
+      size_t n = 1;
+      for (uint64_t d : shape) n *= d;
+      std::mt19937 rng(seed);
+      std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, norm ? 0.1f : 0.08f);
+      out->resize(n);
+      for (float& v : *out) v = dist(rng);
+      return true;
+    };
+    md.tensors.push_back(std::move(td));
+  };
+  using R = fb::TensorRole;
+  add("tok_embd", R::TokenEmbedding, -1, {V, D}, false);
+  for (uint32_t l = 0; l < s.n_layers; ++l) {
+    const int32_t li = static_cast<int32_t>(l);
+    add("attn_norm", R::AttnNorm, li, {D}, true);
+    add("wq", R::Wq, li, {s.n_heads * hd, D}, false);
+    add("wk", R::Wk, li, {kv, D}, false);
+    add("wv", R::Wv, li, {kv, D}, false);
+    add("wo", R::Wo, li, {D, s.n_heads * hd}, false);
+    add("ffn_norm", R::FfnNorm, li, {D}, true);
+    add("gate", R::FfnGate, li, {F, D}, false);
+    add("down", R::FfnDown, li, {D, F}, false);
+    add("up", R::FfnUp, li, {F, D}, false);
+  }
+  add("output_norm", R::OutputNorm, -1, {D}, true);
+  if (!s.tied) add("output", R::Output, -1, {V, D}, false);
+  md.source = "random";
+  return md;
+}
+
+inline bool random_model(const RandomModelShape& s, ringlm::fb::DType quant, AlignedBuffer* out,
+                         std::string* err) {
+  std::vector<uint8_t> bytes;
+  if (!ringlm::conv::build_model_bytes(random_model_data(s), quant, &bytes, err)) return false;
+  out->assign(bytes.data(), bytes.size());
+  return true;
+}
+
+// A session in a vector-backed 64-aligned block, for tests.
+struct TestSession {
+  AlignedBuffer mem;
+  rlm_session* s = nullptr;
+  size_t bytes = 0;
+  rlm_status init(const rlm_model* m, const rlm_session_config& cfg) {
+    size_t align = 0;
+    rlm_status st = rlm_session_memory(m, &cfg, &bytes, &align);
+    if (st != RLM_OK) return st;
+    mem.resize(bytes);
+    return rlm_session_init(m, &cfg, mem.data(), bytes, &s);
+  }
+};
+
+// Greedy generation from a fresh session state: feeds `prompt`, steps until a stop or `max`.
+// Returns the concatenated text; `tokens` (optional) gets the sampled ids.
+inline std::string greedy(rlm_session* s, const std::string& prompt, uint32_t max,
+                          std::vector<int32_t>* tokens = nullptr,
+                          rlm_stop_reason* stop = nullptr) {
+  rlm_sampling sp;
+  rlm_sampling_default(&sp);
+  sp.temperature = 0.0f;
+  rlm_session_set_sampling(s, &sp);
+  rlm_session_set_max_tokens(s, max);
+  std::string text;
+  if (rlm_session_feed_text(s, prompt.data(), prompt.size()) != RLM_OK) return "<feed failed>";
+  rlm_step_result r;
+  rlm_step_result_default(&r);
+  for (;;) {
+    if (rlm_step(s, &r) != RLM_OK) return text + "<step failed>";
+    text.append(r.text, r.text_len);
+    if (tokens) tokens->push_back(r.token);
+    if (r.stop != RLM_STOP_NONE) break;
+  }
+  if (stop) *stop = r.stop;
+  return text;
+}
+
+}  // namespace ringlm_test
+
+#endif  // RINGLM_TESTS_FIXTURES_H_

@@ -1,0 +1,185 @@
+// Reference kernels and the weight encodings they read: fp16 conversion, q8/q4 quantizers,
+// and every matmul against a double-precision oracle over the dequantized values.
+#include <math.h>
+#include <string.h>
+
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "fp16.h"
+#include "kernels/kernels.h"
+#include "quant.h"
+
+using namespace ringlm;
+
+TEST(Fp16, EveryHalfRoundTrips) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = fp16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(fp16_to_f32(f32_to_fp16(f))));
+      continue;
+    }
+    EXPECT_EQ(f32_to_fp16(f), h) << h;
+  }
+}
+
+TEST(Fp16, RoundsToNearestEven) {
+  EXPECT_EQ(f32_to_fp16(1.0f), 0x3c00);
+  EXPECT_EQ(f32_to_fp16(65504.0f), 0x7bff);
+  EXPECT_EQ(f32_to_fp16(65520.0f), 0x7c00);        // rounds up to inf
+  EXPECT_EQ(f32_to_fp16(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even
+  EXPECT_EQ(f32_to_fp16(1.0f + 3.0f / 2048), 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(f32_to_fp16(5.960464477539063e-08f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(f32_to_fp16(-0.0f), 0x8000);
+}
+
+static std::vector<float> random_vec(size_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+static double rel_rmse(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    e += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    r += a[i] * static_cast<double>(a[i]);
+  }
+  return sqrt(e / r);
+}
+
+TEST(Quant, Q8AndQ4RowErrorsAreBounded) {
+  for (size_t cols : {32u, 172u, 576u}) {
+    const std::vector<float> x = random_vec(cols, static_cast<uint32_t>(cols));
+    const size_t cp = padded_cols(cols);
+    std::vector<int8_t> q8(cp);
+    std::vector<uint8_t> q4(cp / 2);
+    std::vector<uint16_t> s(cp / 32);
+    std::vector<float> back(cols);
+    quantize_row_q8(x.data(), cols, q8.data(), s.data());
+    for (size_t i = cols; i < cp; ++i) EXPECT_EQ(q8[i], 0) << "padding must be zero";
+    dequantize_row_q8(q8.data(), s.data(), cols, back.data());
+    EXPECT_LT(rel_rmse(x, back), 0.01) << cols;
+    quantize_row_q4(x.data(), cols, q4.data(), s.data());
+    dequantize_row_q4(q4.data(), s.data(), cols, back.data());
+    EXPECT_LT(rel_rmse(x, back), 0.15) << cols;
+  }
+}
+
+TEST(Quant, Q4LargestMagnitudeMapsToMinusEight) {
+  std::vector<float> x(32, 0.5f);
+  x[7] = -3.0f;
+  std::vector<uint8_t> q(16);
+  uint16_t s;
+  quantize_row_q4(x.data(), 32, q.data(), &s);
+  EXPECT_EQ(q4_get(q.data(), 7), -8);
+  EXPECT_FLOAT_EQ(fp16_to_f32(s) * -8.0f, -3.0f);
+}
+
+// Every matmul against a double oracle over exactly the values the kernel sees.
+TEST(KernelsRef, MatmulsMatchDoubleOracle) {
+  const KernelTable* k = kernels_ref();
+  const uint32_t rows = 37, cols = 172, n = 3;
+  const std::vector<float> w = random_vec(rows * cols, 1, 0.1f);
+  const std::vector<float> x = random_vec(n * cols, 2);
+  const uint32_t cp = static_cast<uint32_t>(padded_cols(cols));
+  // Activations as the kernel quantizes them.
+  std::vector<int8_t> xq(n * cp);
+  std::vector<float> xs(n * cp / 32);
+  k->quantize_acts(x.data(), n, cols, cp, xq.data(), xs.data());
+  for (int type = 0; type < 4; ++type) {
+    std::vector<uint8_t> data(rows * cols * 4 + 64);
+    std::vector<uint16_t> scales(rows * cp / 32);
+    std::vector<float> wd(rows * cols);  // dequantized weights
+    WeightView v;
+    v.rows = rows;
+    v.cols = cols;
+    v.type = static_cast<WeightType>(type);
+    v.data = data.data();
+    v.scales = scales.data();
+    for (uint32_t r = 0; r < rows; ++r) {
+      const float* wr = w.data() + r * cols;
+      switch (v.type) {
+        case WeightType::F32:
+          memcpy(data.data() + r * cols * 4, wr, cols * 4);
+          memcpy(wd.data() + r * cols, wr, cols * 4);
+          break;
+        case WeightType::F16:
+          for (uint32_t c = 0; c < cols; ++c) {
+            uint16_t h = f32_to_fp16(wr[c]);
+            memcpy(data.data() + (r * cols + c) * 2, &h, 2);
+            wd[r * cols + c] = fp16_to_f32(h);
+          }
+          break;
+        case WeightType::Q8:
+          quantize_row_q8(wr, cols, reinterpret_cast<int8_t*>(data.data()) + r * cp,
+                          scales.data() + r * cp / 32);
+          dequantize_row_q8(reinterpret_cast<int8_t*>(data.data()) + r * cp,
+                            scales.data() + r * cp / 32, cols, wd.data() + r * cols);
+          break;
+        case WeightType::Q4:
+          quantize_row_q4(wr, cols, data.data() + r * cp / 2, scales.data() + r * cp / 32);
+          dequantize_row_q4(data.data() + r * cp / 2, scales.data() + r * cp / 32, cols,
+                            wd.data() + r * cols);
+          break;
+      }
+    }
+    v.row_stride = (v.type == WeightType::Q8 || v.type == WeightType::Q4) ? cp : cols;
+    std::vector<float> y(n * rows, -1.0f);
+    const QuantActs qa{xq.data(), xs.data(), cp};
+    switch (v.type) {
+      case WeightType::F32: k->matmul_f32(v, x.data(), n, y.data(), 0, rows); break;
+      case WeightType::F16: k->matmul_f16(v, x.data(), n, y.data(), 0, rows); break;
+      case WeightType::Q8: k->matmul_q8(v, qa, n, y.data(), 0, rows); break;
+      case WeightType::Q4: k->matmul_q4(v, qa, n, y.data(), 0, rows); break;
+    }
+    const bool quant_in = v.type == WeightType::Q8 || v.type == WeightType::Q4;
+    for (uint32_t t = 0; t < n; ++t) {
+      for (uint32_t r = 0; r < rows; ++r) {
+        double ref = 0;
+        for (uint32_t c = 0; c < cols; ++c) {
+          const double xv = quant_in ? xq[t * cp + c] * static_cast<double>(xs[t * cp / 32 + c / 32])
+                                     : x[t * cols + c];
+          ref += wd[r * cols + c] * xv;
+        }
+        EXPECT_NEAR(y[t * rows + r], ref, 1e-4 * (1 + fabs(ref))) << type << " " << t << " " << r;
+      }
+    }
+  }
+}
+
+TEST(KernelsRef, RowRangeWritesOnlyItsRows) {
+  const KernelTable* k = kernels_ref();
+  const std::vector<float> w = random_vec(8 * 32, 3), x = random_vec(32, 4);
+  WeightView v;
+  v.data = w.data();
+  v.rows = 8;
+  v.cols = 32;
+  v.row_stride = 32;
+  std::vector<float> y(8, 123.0f);
+  k->matmul_f32(v, x.data(), 1, y.data(), 2, 5);
+  for (int r = 0; r < 8; ++r) {
+    if (r < 2 || r >= 5) EXPECT_EQ(y[r], 123.0f);
+    else EXPECT_NE(y[r], 123.0f);
+  }
+}
+
+TEST(KernelsRef, SoftmaxRmsnormSwiglu) {
+  const KernelTable* k = kernels_ref();
+  float x[5] = {4, 3, 2, 1, 0.5f};
+  k->softmax(x, 5);
+  EXPECT_NEAR(x[0], 0.632, 1e-3);
+  EXPECT_NEAR(x[4], 0.019, 1e-3);
+  float v[4] = {1, -2, 3, -4}, w[4] = {1, 1, 2, 2}, o[4];
+  k->rmsnorm(o, v, w, 4, 0.0f);
+  const float rms = sqrtf((1 + 4 + 9 + 16) / 4.0f);
+  EXPECT_NEAR(o[2], 2 * 3 / rms, 1e-6);
+  float a[2] = {0.0f, 2.0f}, b[2] = {5.0f, 3.0f};
+  k->swiglu(a, b, 2);
+  EXPECT_EQ(a[0], 0.0f);
+  EXPECT_NEAR(a[1], 2.0f / (1.0f + expf(-2.0f)) * 3.0f, 1e-6);
+}
