@@ -205,11 +205,13 @@ bool text_stream_push(TextStream* t, const StopStrings& stops, const char* bytes
 }
 
 void text_stream_finish(TextStream* t, const char** out, size_t* out_len) {
-  compact(t);
+  // No compaction: the output continues the previous call's output in memory (see stop.h).
+  // It fits: the decoder's held bytes were part of the last push's input, which the capacity
+  // already budgets at 3 output bytes each, and their U+FFFD is at most 3 bytes.
   if (t->dec.have > 0) append(t, kReplacement, 3);
   t->dec = Utf8Decoder{};
-  *out = t->buf;
-  *out_len = t->len;
+  *out = t->buf + t->released;
+  *out_len = t->len - t->released;
   t->released = t->len;
 }
 

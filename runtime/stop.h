@@ -59,13 +59,16 @@ struct Utf8Decoder {
 };
 
 // Pending text and per-step output in one buffer:
-//   buf[0, released)     text returned by the previous call (valid until this call starts)
+//   buf[0, released)     text already returned; the last call's output is its tail (valid
+//                        until the next call starts)
 //   buf[released, len)   held back: settled UTF-8 that is a proper prefix of a stop string
-// Each call first moves the held text to the front, appends newly settled text, and returns
-// a prefix of buf. Capacity (from layout) = stop_byte_budget + 3 * (max_piece_bytes + 3):
-// the held text is a proper prefix of a stop string (< stop_byte_budget bytes), and one push
-// settles at most the decoder's <= 3 held bytes plus the piece's bytes, each of which turns
-// into at most 3 bytes (U+FFFD); finish adds at most one U+FFFD for <= 3 held bytes.
+// A push first moves the held text to the front, appends newly settled text, and returns a
+// prefix of buf; finish returns buf[released, len) (plus a U+FFFD) without moving anything.
+// Capacity (from layout) = stop_byte_budget + 3 * (max_piece_bytes + 3): the held text is a
+// proper prefix of a stop string (< stop_byte_budget bytes), and one push settles at most the
+// decoder's <= 3 held bytes plus the piece's bytes, each input byte becoming at most 3 output
+// bytes (U+FFFD). A finish right after a push fits too: the bytes the decoder still holds were
+// counted in that push's budget (3 each) but not yet written, and their U+FFFD is 3 bytes.
 struct TextStream {
   char* buf;          // [cap] see above
   uint32_t cap;
@@ -94,6 +97,10 @@ bool text_stream_push(TextStream* t, const StopStrings& stops, const char* bytes
 
 // End of turn (end token / max tokens): releases everything pending, a truncated UTF-8
 // sequence at the end as one U+FFFD. The stream is then empty.
+// Guarantee for a push and a finish in the same step (the max-tokens case): finish moves
+// nothing, so its output starts exactly where the push's output ended (*out == push_out +
+// push_len) and the push's output stays valid; the two can be reported as one span
+// (push_out, push_len + finish_len).
 void text_stream_finish(TextStream* t, const char** out, size_t* out_len);
 
 }  // namespace ringlm

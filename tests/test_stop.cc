@@ -331,6 +331,41 @@ TEST(TextStream, WorstCaseFitsTheBuffer) {
   EXPECT_EQ(f.finish(), std::string(budget - 1, 'a') + kFffd);
 }
 
+// The max-tokens step: a push and a finish in one step. Finish's output continues the push's
+// in memory, so the session can report both as one span; worst case for the buffer: a maximal
+// held prefix, a maximal piece of invalid bytes ending in a truncated 4-byte lead.
+TEST(TextStream, FinishContinuesThePushOutput) {
+  const uint32_t budget = 16, max_piece = 32;
+  Fixture f(1, budget, max_piece);
+  f.add(std::string(budget, 'a'));
+  bool stopped = false;
+  EXPECT_EQ(f.push(std::string(budget - 1, 'a'), &stopped), "");
+  EXPECT_EQ(f.push("\xF0\x9F\x98", &stopped), "");
+  const std::string piece = std::string(max_piece - 3, '\xFF') + "\xF0\x9F\x98";
+  const char* a = nullptr;
+  size_t an = 0;
+  ASSERT_FALSE(ringlm::text_stream_push(&f.stream, f.stops, piece.data(), piece.size(), &a, &an));
+  const char* b = nullptr;
+  size_t bn = 0;
+  ringlm::text_stream_finish(&f.stream, &b, &bn);
+  EXPECT_EQ(b, a + an);
+  std::string want = std::string(budget - 1, 'a') + kFffd;
+  for (uint32_t i = 0; i < max_piece - 3; ++i) want += kFffd;
+  EXPECT_EQ(std::string(a, an), want);
+  EXPECT_EQ(std::string(b, bn), kFffd);
+  EXPECT_EQ(std::string(a, an + bn), want + kFffd);
+  EXPECT_LE(an + bn, f.stream.cap);
+  // The same with a held prefix that finish releases.
+  Fixture g;
+  g.add("STOP");
+  ASSERT_FALSE(ringlm::text_stream_push(&g.stream, g.stops, "go ST", 5, &a, &an));
+  ringlm::text_stream_finish(&g.stream, &b, &bn);
+  EXPECT_EQ(b, a + an);
+  EXPECT_EQ(std::string(a, an + bn), "go ST");
+  // And after a finish the next push starts clean.
+  EXPECT_EQ(g.push("x", &stopped), "x");
+}
+
 // A push longer than max_piece_bytes is a caller bug: the excess is dropped, memory stays safe.
 TEST(TextStream, OverlongPushIsClamped) {
   Fixture f(1, 8, 4);
