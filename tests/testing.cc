@@ -57,7 +57,14 @@ bool read_file_aligned(const std::string& path, AlignedBuffer* out) {
   return true;
 }
 
-std::string ringlm_bin() { return std::string(RINGLM_BIN_DIR) + "/ringlm"; }
+std::string ringlm_bin() {
+#ifdef RINGLM_EMULATOR
+  // Cross-compiled: the target executable runs under CMAKE_CROSSCOMPILING_EMULATOR (qemu-run.sh).
+  return std::string(RINGLM_EMULATOR) + " " + RINGLM_BIN_DIR + "/ringlm";
+#else
+  return std::string(RINGLM_BIN_DIR) + "/ringlm";
+#endif
+}
 
 std::string temp_dir() {
   char tmpl[] = "/tmp/ringlm-test-XXXXXX";

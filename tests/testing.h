@@ -41,7 +41,9 @@ class AlignedBuffer {
 
 bool read_file_aligned(const std::string& path, AlignedBuffer* out);
 
-// Path of the built `ringlm` executable.
+// Path of the built `ringlm` executable, as the start of a shell command: when cross-compiled it is
+// prefixed with the emulator ("<qemu-run.sh> aarch64 ... <path>"), so use it in run_command()/
+// popen/system strings, unquoted, not as a file name.
 std::string ringlm_bin();
 
 // A fresh temporary directory (removed by the OS's tmp cleaning, not by the test).
