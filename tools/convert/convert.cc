@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "convert/file_io.h"
 #include "convert/readers.h"
 #include "convert/writer.h"
@@ -70,6 +72,16 @@ bool load_source(const ConvertOptions& opts, ModelData* out, std::string* err) {
            "Hugging Face model directory)";
   }
   return false;
+}
+
+void dedupe_merges(TokenizerData* t) {
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  std::vector<TokenizerData::Merge> kept;
+  kept.reserve(t->merges.size());
+  for (const TokenizerData::Merge& m : t->merges) {
+    if (seen.insert({m.left, m.right}).second) kept.push_back(m);
+  }
+  t->merges.swap(kept);
 }
 
 namespace {

@@ -495,6 +495,7 @@ bool gguf_tokenizer(const Gguf& g, TokenizerData* out, std::string* err) {
       }
       t.merges.push_back(mg);
     }
+    dedupe_merges(&t);
   }
   if (!get_token_id(g, "tokenizer.ggml.bos_token_id", n, &t.bos_id, err) ||
       !get_token_id(g, "tokenizer.ggml.eos_token_id", n, &t.eos_id, err) ||

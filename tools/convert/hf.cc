@@ -215,6 +215,7 @@ bool read_tokenizer_json(const std::string& path, TokenizerData* out, std::strin
         return false;
       }
     }
+    dedupe_merges(&t);
   }
   // SentencePiece-style "▁" prefix: a Prepend("▁") normalizer, or a Metaspace pre-tokenizer that
   // prepends.

@@ -24,6 +24,10 @@ bool read_gguf_tokenizer(const std::string& path, TokenizerData* out, std::strin
 // model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json.
 bool read_hf(const std::string& dir, ModelData* out, std::string* err);
 
+// Drops repeated (left, right) merges, keeping the first (lowest rank): the model format stores
+// merges strictly ordered by (left, right), so a pair may appear only once.
+void dedupe_merges(TokenizerData* t);
+
 }  // namespace conv
 }  // namespace ringlm
 
