@@ -99,7 +99,11 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   SessionConfig k;
   k.n_ctx = c->n_ctx ? c->n_ctx : m.hp.max_context;
   k.n_sink = c->n_sink;
-  k.kv_dtype = c->kv_dtype;
+  // A C caller may store any int in the enum field; reading an out-of-range value as the C++
+  // enum type is undefined, so read the raw integer and validate it first.
+  static_assert(sizeof(rlm_kv_dtype) == sizeof(int), "C enum is int-sized");
+  int kv_raw;
+  memcpy(&kv_raw, &c->kv_dtype, sizeof kv_raw);
   k.n_threads = c->n_threads;
   k.n_batch = c->n_batch;
   k.max_pending = c->max_pending;
@@ -113,8 +117,9 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
             "n_ctx %u out of [2, %u]", k.n_ctx, kMaxContext);
   RLM_CHECK(k.n_sink < k.n_ctx, RLM_ERR_INVALID_ARGUMENT, err, "n_sink %u must be < n_ctx %u",
             k.n_sink, k.n_ctx);
-  RLM_CHECK(k.kv_dtype == RLM_KV_F32 || k.kv_dtype == RLM_KV_F16, RLM_ERR_INVALID_ARGUMENT, err,
-            "unknown kv_dtype %d", (int)k.kv_dtype);
+  RLM_CHECK(kv_raw == RLM_KV_F32 || kv_raw == RLM_KV_F16, RLM_ERR_INVALID_ARGUMENT, err,
+            "unknown kv_dtype %d", kv_raw);
+  k.kv_dtype = static_cast<rlm_kv_dtype>(kv_raw);
   // Threads arrive with the kernel work of issue #5; refuse rather than silently ignore.
   RLM_CHECK(k.n_threads == 1, RLM_ERR_INVALID_ARGUMENT, err,
             "n_threads %u: this build runs one thread", k.n_threads);
