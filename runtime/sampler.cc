@@ -8,6 +8,10 @@ namespace ringlm {
 
 namespace {
 
+// Top-k up to this size selects with a heap (one pass, O(vocab log k) worst case, ~O(vocab)
+// typical); larger k uses nth_element (O(vocab) average) and sorts the k.
+constexpr uint32_t kHeapTopKMax = 1024;
+
 // Candidate order: larger working logit first, then lower id. Callers guarantee no NaN in the
 // logits they compare (stage 4 replaces NaN by −inf), so this is a strict total order and
 // nth_element/sort results do not depend on the algorithm's internals.
@@ -70,9 +74,58 @@ int32_t argmax(const float* logits, uint32_t vocab) {
   return best;
 }
 
-// Stages 1-9. Returns the survivor count in s->idx/s->probs.
+// Stage 5 selection: the k best (k < vocab) in candidate order into idx[0, k).
+void select_top_k(const float* x, uint32_t vocab, uint32_t k, int32_t* idx) {
+  const ByLogitDesc cmp{x};
+  if (k <= kHeapTopKMax) {
+    // One pass with a heap of the k best so far, worst at the root: almost every token is
+    // rejected by a single comparison with the root's value. Ids arrive in increasing order,
+    // so a token equal to the root's value is the worse of the two (higher id): reject it.
+    for (uint32_t i = 0; i < k; ++i) idx[i] = static_cast<int32_t>(i);
+    std::make_heap(idx, idx + k, cmp);
+    float worst = x[idx[0]];
+    for (uint32_t i = k; i < vocab; ++i) {
+      if (x[i] > worst) {
+        std::pop_heap(idx, idx + k, cmp);
+        idx[k - 1] = static_cast<int32_t>(i);
+        std::push_heap(idx, idx + k, cmp);
+        worst = x[idx[0]];
+      }
+    }
+    std::sort_heap(idx, idx + k, cmp);  // ascending in cmp = best first
+    return;
+  }
+  for (uint32_t i = 0; i < vocab; ++i) idx[i] = static_cast<int32_t>(i);
+  std::nth_element(idx, idx + (k - 1), idx + vocab, cmp);
+  std::sort(idx, idx + k, cmp);
+}
+
+// Stage 7 on candidates [0, n) whose weights are in probs: the smallest prefix whose
+// cumulative weight reaches top_p * sum_all. Returns its length, or 0 if it is never reached
+// (possible only through rounding or when [0, n) is a pruned subset).
+uint32_t top_p_cut(const float* probs, uint32_t n, float top_p, double sum_all) {
+  const double target = static_cast<double>(top_p) * sum_all;
+  double cum = 0.0;
+  for (uint32_t j = 0; j < n; ++j) {
+    cum += probs[j];
+    if (cum >= target) return j + 1;
+  }
+  return 0;
+}
+
+// Sorts idx[0, n) into candidate order and writes their weights to probs[0, n).
+void sort_and_weigh(const float* x, float m, int32_t* idx, float* probs, uint32_t n) {
+  std::sort(idx, idx + n, ByLogitDesc{x});
+  // Recomputed rather than read back: probs may hold per-id weights that this overwrites.
+  for (uint32_t j = 0; j < n; ++j) probs[j] = weight(x[idx[j]], m);
+}
+
+// Stages 1-9. Returns the survivor count in s->idx/s->probs. When `by_id` is non-null and no
+// truncation stage is active (no top-k, top-p 1, min-p 0), skips sorting: sets *by_id, leaves
+// each token's unnormalised weight in probs[token] and returns vocab (sample() draws from that
+// in id order; the distribution is the same, only the walk order differs).
 uint32_t candidates(float* logits, uint32_t vocab, const SamplerParams& p,
-                    const int32_t* recent, size_t n_recent, SamplerScratch* s) {
+                    const int32_t* recent, size_t n_recent, SamplerScratch* s, bool* by_id) {
   if (vocab > s->vocab) vocab = s->vocab;
   if (vocab == 0) return 0;
   apply_bias_and_penalties(logits, vocab, p, recent, n_recent, s);
@@ -85,66 +138,91 @@ uint32_t candidates(float* logits, uint32_t vocab, const SamplerParams& p,
     return 1;
   }
 
-  // Stage 4 (+ the maximum, for the no-top-k path).
-  float m = -INFINITY;
-  int32_t m_id = 0;
+  // Stage 4, then the maximum (two simple loops: both vectorise).
+  const float t = p.temperature;
   for (uint32_t i = 0; i < vocab; ++i) {
-    float v = logits[i] / p.temperature;
-    if (v != v) v = -INFINITY;
-    logits[i] = v;
-    if (v > m) {
-      m = v;
-      m_id = static_cast<int32_t>(i);
-    }
+    const float v = logits[i] / t;
+    logits[i] = v == v ? v : -INFINITY;
   }
-  if (m == -INFINITY) {  // everything banned: the greedy token, alone
-    idx[0] = m_id;
+  float m = -INFINITY;
+  for (uint32_t i = 0; i < vocab; ++i) m = logits[i] > m ? logits[i] : m;
+  if (m == -INFINITY) {  // everything is −inf: the lowest id (greedy's pick), alone
+    idx[0] = 0;
     probs[0] = 1.0f;
     return 1;
   }
 
-  const ByLogitDesc cmp{logits};
+  // Min-p in weight units: w_max == 1, so p < min_p * p_max is w < min_p. Its survivors are a
+  // prefix of the candidate order, as are top-p's, so applying min-p first (before sorting)
+  // and then top-p against the full mass gives the shorter prefix: the documented result.
   const float min_p = p.min_p;
-  double sum_all = 0.0;  // Σw over the top-k survivors (top-p's denominator)
-  uint32_t n = 0;
+  const bool top_p_on = p.top_p < 1.0f;
   const uint32_t k =
       (p.top_k <= 0 || static_cast<uint32_t>(p.top_k) >= vocab) ? vocab
                                                                   : static_cast<uint32_t>(p.top_k);
+  uint32_t n = 0;
   if (k < vocab) {
-    // Stage 5: the k best by partial selection, then sort just those.
-    for (uint32_t i = 0; i < vocab; ++i) idx[i] = static_cast<int32_t>(i);
-    std::nth_element(idx, idx + (k - 1), idx + vocab, cmp);
-    std::sort(idx, idx + k, cmp);
-    // Stages 6 and 8 (min-p: w_max == 1, so p < min_p * p_max is w < min_p). Survivors of
-    // min-p are a prefix of the sorted order.
+    select_top_k(logits, vocab, k, idx);
+    double sum_all = 0.0;  // Σw over the top-k survivors: top-p's denominator
     for (uint32_t j = 0; j < k; ++j) {
       const float w = weight(logits[idx[j]], m);
       sum_all += w;
       if (w > 0.0f && w >= min_p && n == j) probs[n++] = w;
     }
-  } else {
-    // No top-k: weigh every token, keep min-p survivors, sort only those.
+    if (top_p_on) {
+      const uint32_t cut = top_p_cut(probs, n, p.top_p, sum_all);
+      if (cut != 0) n = cut;
+    }
+  } else if (top_p_on) {
+    // Every weight is needed for Σw. A token with p < (1 - top_p) / (vocab - 1) cannot be in
+    // the nucleus (if it were, it and everything after it would hold more than 1 - top_p of
+    // the mass in fewer than vocab tokens each below that bound), so only tokens above it
+    // (with a margin for rounding) are sorted; the maximum (w == 1) always is. Correctness does
+    // not rest on the bound: the kept tokens are a prefix of the candidate order, so a cut
+    // found among them is the true cut, and when none is found the fallback sorts them all.
+    double sum_all = 0.0;
+    for (uint32_t i = 0; i < vocab; ++i) sum_all += (probs[i] = weight(logits[i], m));
+    const float bound = vocab > 1
+        ? static_cast<float>((1.0 - p.top_p) * sum_all / (vocab - 1) * (1.0 - 1e-3))
+        : 0.0f;
+    bool pruned = false;
     for (uint32_t i = 0; i < vocab; ++i) {
-      const float w = weight(logits[i], m);
-      sum_all += w;
+      const float w = probs[i];
+      if (w <= 0.0f || w < min_p) continue;
+      if (w < bound && w < 1.0f) {
+        pruned = true;
+        continue;
+      }
+      idx[n++] = static_cast<int32_t>(i);
+    }
+    sort_and_weigh(logits, m, idx, probs, n);
+    uint32_t cut = top_p_cut(probs, n, p.top_p, sum_all);
+    if (cut == 0 && pruned) {
+      // Rounding kept the cut out of reach of the pruned set: redo without the bound.
+      n = 0;
+      for (uint32_t i = 0; i < vocab; ++i) {
+        const float w = weight(logits[i], m);
+        if (w > 0.0f && w >= min_p) idx[n++] = static_cast<int32_t>(i);
+      }
+      sort_and_weigh(logits, m, idx, probs, n);
+      cut = top_p_cut(probs, n, p.top_p, sum_all);
+    }
+    if (cut != 0) n = cut;
+  } else if (min_p > 0.0f || !by_id) {
+    // No Σw needed. Tokens far below the min-p threshold in logit space (w = e^(x - m), with
+    // a margin of 0.01 in the exponent, far above expf/logf error) skip the exp.
+    const float lo = min_p > 0.0f ? logf(min_p) - 0.01f : -INFINITY;
+    for (uint32_t i = 0; i < vocab; ++i) {
+      const float x = logits[i];
+      if (m != INFINITY && x - m < lo) continue;
+      const float w = weight(x, m);
       if (w > 0.0f && w >= min_p) idx[n++] = static_cast<int32_t>(i);
     }
-    std::sort(idx, idx + n, cmp);
-    for (uint32_t j = 0; j < n; ++j) probs[j] = weight(logits[idx[j]], m);
-  }
-
-  // Stage 7: top-p against the full top-k mass. Cutting the min-p prefix first is exact: both
-  // stages keep a prefix of the same order, so the result is the shorter of the two.
-  if (p.top_p < 1.0f) {
-    const double target = static_cast<double>(p.top_p) * sum_all;
-    double cum = 0.0;
-    for (uint32_t j = 0; j < n; ++j) {
-      cum += probs[j];
-      if (cum >= target) {
-        n = j + 1;
-        break;
-      }
-    }
+    sort_and_weigh(logits, m, idx, probs, n);
+  } else {
+    for (uint32_t i = 0; i < vocab; ++i) probs[i] = weight(logits[i], m);
+    *by_id = true;
+    return vocab;
   }
 
   // Stage 9.
@@ -234,26 +312,31 @@ void sampler_layout(Arena& a, uint32_t vocab, uint32_t penalty_window, SamplerSc
 
 uint32_t sampler_candidates(float* logits, uint32_t vocab, const SamplerParams& p,
                             const int32_t* recent, size_t n_recent, SamplerScratch* s) {
-  return candidates(logits, vocab, p, recent, n_recent, s);
+  return candidates(logits, vocab, p, recent, n_recent, s, nullptr);
 }
 
 int32_t sample(float* logits, uint32_t vocab, const SamplerParams& p, const int32_t* recent,
                size_t n_recent, Rng* rng, SamplerScratch* s) {
-  const uint32_t n = candidates(logits, vocab, p, recent, n_recent, s);
+  bool by_id = false;
+  const uint32_t n = candidates(logits, vocab, p, recent, n_recent, s, &by_id);
   if (n == 0) return -1;
   if (p.temperature == 0.0f) return s->idx[0];
-  // Walk against u * Σp rather than u so float rounding in the renormalised sum cannot leave
-  // u beyond the last cumulative value; the last survivor is the fallback all the same.
+  // Walk against u * Σp rather than u so float rounding in the (re)normalised sum cannot leave
+  // u beyond the last cumulative value; the last token with p > 0 is the fallback all the same.
   const float u = rng->next_float();
+  const float* probs = s->probs;
   double total = 0.0;
-  for (uint32_t j = 0; j < n; ++j) total += s->probs[j];
+  for (uint32_t j = 0; j < n; ++j) total += probs[j];
   const double target = static_cast<double>(u) * total;
   double cum = 0.0;
+  uint32_t last = 0;
   for (uint32_t j = 0; j < n; ++j) {
-    cum += s->probs[j];
-    if (target < cum) return s->idx[j];
+    if (probs[j] <= 0.0f) continue;
+    cum += probs[j];
+    last = j;
+    if (target < cum) break;
   }
-  return s->idx[n - 1];
+  return by_id ? static_cast<int32_t>(last) : s->idx[last];
 }
 
 }  // namespace ringlm

@@ -12,8 +12,9 @@
 //   3. temperature 0     greedy: argmax of the logits so far, lowest id on ties; NaN counts as
 //                        −inf. Nothing below runs and the RNG is not advanced.
 //   4. temperature       logits[i] /= temperature (NaN results become −inf).
-//   5. top-k             keep the k largest (0, or k >= vocab, = off). Selection is
-//                        nth_element + sort of the k survivors: O(vocab + k log k).
+//   5. top-k             keep the k largest (0, or k >= vocab, = off): one pass with a
+//                        size-k heap for k <= 1024 (nth_element beyond), then a sort of the
+//                        k survivors; never a full sort of the vocab.
 //   6. softmax           w = exp(logit − max), max-subtracted; with a +inf max, w = 1 for the
 //                        +inf logits and 0 for the rest; p = w / Σw over the top-k survivors.
 //   7. top-p             keep the smallest prefix (by descending p) whose cumulative p >= top_p,
@@ -21,19 +22,25 @@
 //   8. min-p             drop p < min_p * p_max (0 = off). Tokens whose p is exactly 0 are
 //                        always dropped, so a banned token is never a candidate.
 //   9. renormalise       p /= Σp over the survivors.
-//  10. draw              u = rng.next_float() in [0, 1); walk the survivors in order and return
-//                        the first whose cumulative p exceeds u * Σp.
-// Order of candidates everywhere: working logit descending, then token id ascending. That is a
+//  10. draw              u = rng.next_float() in [0, 1); walk the survivors in candidate order
+//                        and return the first whose cumulative p exceeds u * Σp. When no stage
+//                        truncates (no top-k, top-p 1, min-p 0) sample() skips sorting the
+//                        whole vocab and walks in token-id order instead: same distribution, a
+//                        different (still deterministic) map from u to token.
+// Candidate order everywhere: working logit descending, then token id ascending. That is a
 // strict total order (NaN is gone by then), so every result is deterministic for a given seed,
 // and probabilities come out non-increasing.
 //
-// If every logit is −inf (all banned), the only candidate is the lowest id (the same token
-// greedy would pick) with p = 1.
+// If every logit is −inf (all banned), the only candidate is token 0 (the lowest id, which
+// greedy would pick too) with p = 1.
 //
-// Min-p is applied before sorting (it is a threshold on w, and the survivors of min-p are a
-// prefix of the sorted order, so cutting them first gives exactly the same result as the
-// documented order while sorting far fewer tokens); top-p still measures against Σw over all
-// top-k survivors, as the documented order requires.
+// Exact shortcuts (results equal the documented order; tests compare against a plain
+// implementation): min-p and top-p each keep a prefix of the candidate order, so min-p (a
+// threshold on w, as p_max has w = 1) is applied before sorting and top-p then measures against
+// Σw over all top-k survivors. Without top-k, top-p also prunes tokens with
+// p < (1 − top_p) / (vocab − 1) before sorting (no such token can be in the nucleus; a rounding
+// miss falls back to sorting without the bound), and min-p without top-p skips the exp for
+// tokens well below its threshold in logit space.
 //
 // Penalty counts come from a sorted copy of the window (at most penalty_window tokens) rather
 // than a vocab-sized count table, so no per-call O(vocab) clear and no state between calls.

@@ -395,6 +395,30 @@ TEST(Sampler, DrawFrequenciesMatchProbabilities) {
   }
 }
 
+// The same check through the sorted walk (top-p 0.999 keeps all five, so the survivors are
+// walked in candidate order rather than token-id order): same frequencies.
+TEST(Sampler, DrawFrequenciesSortedWalk) {
+  const int kDraws = 100000;
+  Scratch sc(5, 4);
+  Rng rng;
+  rng.seed(77);
+  SamplerParams p = neutral();
+  p.top_p = 0.999f;
+  ASSERT_EQ(candidates(kFive, p).idx.size(), 5u);
+  int counts[5] = {0, 0, 0, 0, 0};
+  for (int i = 0; i < kDraws; ++i) {
+    std::vector<float> l = kFive;
+    ++counts[ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s)];
+  }
+  double z = 0;
+  for (float x : kFive) z += exp(static_cast<double>(x));
+  for (int t = 0; t < 5; ++t) {
+    const double prob = exp(static_cast<double>(kFive[t])) / z;
+    const double se = sqrt(prob * (1 - prob) / kDraws);
+    EXPECT_LE(fabs(static_cast<double>(counts[t]) / kDraws - prob), 4 * se) << t;
+  }
+}
+
 // ---- Agreement with a plain double-precision reference of the documented order ---------------
 
 // The documented pipeline written the obvious way: full sort, softmax over the top-k, top-p,
@@ -465,6 +489,32 @@ TEST(Sampler, MatchesReferencePipeline) {
           ++cases;
         }
   EXPECT_EQ(cases, 4 * 6 * 3 * 3);
+}
+
+// Heavy ties (coarse logits) and flat distributions: tie order and the top-p pruning bound.
+TEST(Sampler, MatchesReferenceWithTiesAndFlatDistributions) {
+  std::mt19937 gen(78);
+  std::uniform_int_distribution<int> coarse(-8, 8);
+  for (uint32_t vocab : {2u, 3u, 50u, 2000u}) {
+    for (int32_t k : {0, 1, 2, 7, 1500}) {
+      for (float tp : {1.0f, 0.9f, 0.3f, 0.01f}) {
+        for (int flat = 0; flat < 2; ++flat) {
+          std::vector<float> l(vocab);
+          for (float& x : l) x = flat ? 1.5f : static_cast<float>(coarse(gen)) * 0.5f;
+          SamplerParams p = neutral();
+          p.top_k = k;
+          p.top_p = tp;
+          p.min_p = flat ? 0.0f : 0.01f;
+          const Cands want = reference(l, p);
+          const Cands got = candidates(l, p);
+          ASSERT_EQ(got.idx, want.idx) << vocab << " k " << k << " p " << tp << " flat " << flat;
+          for (size_t j = 0; j < want.probs.size(); ++j) {
+            ASSERT_NEAR(got.probs[j], want.probs[j], 1e-5f) << j;
+          }
+        }
+      }
+    }
+  }
 }
 
 // ---- Parameter validation --------------------------------------------------------------------
