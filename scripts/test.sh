@@ -1,15 +1,82 @@
 #!/usr/bin/env bash
-# The whole test suite, from a clean checkout: installs what it needs, builds, runs every preset.
+# The whole test suite, from a clean checkout: installs what it needs, builds, runs every preset:
+# the host presets (release, asan), then the ARM cross builds with their tests under qemu-user:
+# aarch64 on three CPUs (cortex-a72 = Pi 4, cortex-a76 = Pi 5, max) and armhf (cortex-a7).
+# Every suite runs even when an earlier one fails; the end is one line per suite and a total, and
+# the exit status is non-zero if any suite failed (or did not build).
+#
+#   bash scripts/test.sh                      # everything (what CI runs)
+#   bash scripts/test.sh release aarch64-max  # only these suites (test preset names)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 jobs=$(nproc)
-run_preset() {
-  local p=$1
-  echo "=== preset $p" >&2
-  cmake --preset "$p" >/dev/null
-  cmake --build --preset "$p" -j "$jobs"
-  ctest --preset "$p"
+
+ALL_SUITES=(release asan aarch64-a72 aarch64-a76 aarch64-max armhf)
+if [ $# -gt 0 ]; then SUITES=("$@"); else SUITES=("${ALL_SUITES[@]}"); fi
+
+logs=$(mktemp -d "${TMPDIR:-/tmp}/ringlm-test.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
+
+# The configure/build preset of a test preset: aarch64-a72 -> aarch64.
+configure_preset_of() {
+  case "$1" in
+    aarch64|aarch64-*) echo aarch64 ;;
+    armhf|armhf-*) echo armhf ;;
+    *) echo "$1" ;;
+  esac
 }
-run_preset release
-run_preset asan
+
+declare -A built=()     # configure preset -> ok | failed
+summary=()
+total_pass=0 total_fail=0 total_skip=0 status=0
+start_all=$SECONDS
+
+build_preset() {
+  local p=$1
+  [ -n "${built[$p]:-}" ] && return 0
+  echo "=== build $p" >&2
+  if cmake --preset "$p" >/dev/null && cmake --build --preset "$p" -j "$jobs"; then
+    built[$p]=ok
+  else
+    built[$p]=failed
+  fi
+}
+
+run_suite() {
+  local s=$1 p t0 log total failed skipped
+  p=$(configure_preset_of "$s")
+  t0=$SECONDS
+  build_preset "$p"
+  if [ "${built[$p]}" != ok ]; then
+    summary+=("$(printf '%-12s build FAILED (preset %s)' "$s:" "$p")")
+    total_fail=$((total_fail + 1)); status=1
+    return
+  fi
+  echo "=== preset $s" >&2
+  log="$logs/$s.log"
+  local rc=0
+  ctest --preset "$s" 2>&1 | tee "$log" || rc=$?
+  # "97% tests passed, 3 tests failed out of 120"; skipped tests count as passed there.
+  total=$(sed -n 's/.*tests passed, [0-9]* tests\{0,1\} failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
+  failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of.*/\1/p' "$log" | tail -1)
+  skipped=$(sed -n '/The following tests did not run:/,/^$/p' "$log" | grep -c '(Skipped)' || true)
+  if [ -z "$total" ]; then
+    if grep -q 'No tests were found' "$log"; then total=0 failed=0; else total=0 failed=1; fi
+  fi
+  [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1  # ctest failed without saying which test
+  [ "$failed" -ne 0 ] && status=1
+  local passed=$((total - failed - skipped))
+  total_pass=$((total_pass + passed)) total_fail=$((total_fail + failed))
+  total_skip=$((total_skip + skipped))
+  summary+=("$(printf '%-12s %d passed, %d failed, %d skipped (%ds)' "$s:" "$passed" "$failed" \
+                "$skipped" $((SECONDS - t0)))")
+}
+
+for s in "${SUITES[@]}"; do run_suite "$s"; done
+
+echo
+echo "=== summary ($((SECONDS - start_all))s)"
+printf '%s\n' "${summary[@]}"
+echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"
+exit $status
