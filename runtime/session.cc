@@ -162,6 +162,10 @@ SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* me
   transformer_bind(m, &s->tf);
   rlm_sampling def;
   rlm_sampling_default(&def);
+  // The default window must fit the configured one.
+  if (def.penalty_last_n > static_cast<int32_t>(c.penalty_window)) {
+    def.penalty_last_n = static_cast<int32_t>(c.penalty_window);
+  }
   ErrorSink err{s->error, sizeof s->error};
   if (sampler_params_from_abi(&def, m.hp.vocab_size, c.penalty_window, c.max_logit_bias, &s->sp,
                               &err) != RLM_OK) {
@@ -262,7 +266,13 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
     if (text_stream_push(&s->stream, s->stops, s->piece, n, &r->text, &r->text_len)) {
       r->stop = RLM_STOP_STOP_STRING;
     } else if (s->max_tokens != 0 && s->generated >= s->max_tokens) {
-      text_stream_finish(&s->stream, &r->text, &r->text_len);
+      // finish() releases the held-back tail right after what push() just released
+      // (tail == r->text + r->text_len), so the two are one contiguous span.
+      const char* tail = nullptr;
+      size_t tail_len = 0;
+      text_stream_finish(&s->stream, &tail, &tail_len);
+      if (r->text_len == 0) r->text = tail;
+      r->text_len += tail_len;
       r->stop = RLM_STOP_MAX_TOKENS;
     }
   }

@@ -373,3 +373,38 @@ TEST_F(RandomSession, NullAndWrongSizedArgumentsAreNamed) {
   std::vector<int32_t> many(cfg.max_pending + 1, 5);
   EXPECT_EQ(rlm_session_feed_tokens(ts.s, many.data(), many.size()), RLM_ERR_CAPACITY);
 }
+
+// The step that hits max tokens releases its own text too (regression: it was overwritten by
+// the end-of-turn flush).
+TEST(Golden, MaxTokensStepKeepsItsText) {
+  const std::string bin = shared_path("models/stories260K/stories260K.bin");
+  const std::string tok = shared_path("models/stories260K/tok512.bin");
+  if (bin.empty() || tok.empty()) GTEST_SKIP() << "../shared stories260K absent";
+  Opened o;
+  std::string err;
+  ASSERT_TRUE(open_model(bin, tok, DType::F32, &o, &err)) << err;
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+  TestSession a, b;
+  ASSERT_EQ(a.init(&o.model, cfg), RLM_OK);
+  ASSERT_EQ(b.init(&o.model, cfg), RLM_OK);
+  rlm_stop_reason stop;
+  const std::string limited = greedy(a.s, "Once upon a time", 20, nullptr, &stop);
+  EXPECT_EQ(stop, RLM_STOP_MAX_TOKENS);
+  // Same run without the limit: the text released by its first 20 steps (ASCII pieces, no stop
+  // strings, so nothing is held back).
+  rlm_sampling sp;
+  rlm_sampling_default(&sp);
+  sp.temperature = 0;
+  rlm_session_set_sampling(b.s, &sp);
+  ASSERT_EQ(rlm_session_feed_text(b.s, "Once upon a time", 16), RLM_OK);
+  std::string first20;
+  rlm_step_result r;
+  rlm_step_result_default(&r);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(rlm_step(b.s, &r), RLM_OK);
+    first20.append(r.text, r.text_len);
+  }
+  EXPECT_EQ(limited, first20);
+  EXPECT_FALSE(limited.empty());
+}
