@@ -161,12 +161,7 @@ Status check_expected(const ModelImpl& m, const Expect& e, ErrorSink* err) {
   return RLM_OK;
 }
 
-}  // namespace
-
-Status model_open(const void* bytes, size_t size, ModelImpl* out) {
-  memset(out, 0, sizeof *out);
-  ErrorSink es{out->error, sizeof out->error};
-  ErrorSink* err = &es;
+Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink* err) {
   RLM_CHECK(bytes != nullptr, RLM_ERR_INVALID_ARGUMENT, err, "model bytes are null");
   RLM_CHECK(reinterpret_cast<uintptr_t>(bytes) % kTensorAlignment == 0, RLM_ERR_MODEL_ALIGNMENT,
             err, "model bytes must be %llu-byte aligned", (unsigned long long)kTensorAlignment);
@@ -241,8 +236,22 @@ Status model_open(const void* bytes, size_t size, ModelImpl* out) {
             "model has %u tensors this family does not use", out->n_tensors - expected);
 
   RLM_RETURN_IF_ERROR(verify_tokenizer(root->tokenizer(), h.vocab_size, err));
-  out->root = root;
-  clear_error(err);
+  return RLM_OK;
+}
+
+}  // namespace
+
+Status model_open(const void* bytes, size_t size, ModelImpl* out) {
+  memset(out, 0, sizeof *out);
+  ErrorSink es{out->error, sizeof out->error};
+  const Status s = open_and_verify(bytes, size, out, &es);
+  if (s != RLM_OK) {
+    // The checks after the tensor pass need out->root set; a failed open must not leave it
+    // (the C ABI treats a non-null root as "opened").
+    out->root = nullptr;
+    return s;
+  }
+  clear_error(&es);
   return RLM_OK;
 }
 

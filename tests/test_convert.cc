@@ -122,7 +122,12 @@ void write_file(const std::string& path, const std::string& data) {
   f.write(data.data(), static_cast<std::streamsize>(data.size()));
 }
 
-bool have_cli() { return access(ringlm_test::ringlm_bin().c_str(), X_OK) == 0; }
+// ringlm_bin() is a command prefix (maybe "<emulator> ... <path>"): the executable is its last word.
+bool have_cli() {
+  const std::string cmd = ringlm_test::ringlm_bin();
+  const size_t sp = cmd.find_last_of(' ');
+  return access((sp == std::string::npos ? cmd : cmd.substr(sp + 1)).c_str(), X_OK) == 0;
+}
 
 // ---- the real sources -----------------------------------------------------------------------
 
