@@ -108,7 +108,7 @@ rlm_status rlm_session_init(const rlm_model* model, const rlm_session_config* co
   if (need == SIZE_MAX) return RLM_ERR_INVALID_ARGUMENT;
   if (size < need) return RLM_ERR_BUFFER_TOO_SMALL;
   SessionImpl* s = session_create(*m, c, memory, size);
-  if (!s) return RLM_ERR_INTERNAL;
+  if (!s) return RLM_ERR_THREADS;
   *session = reinterpret_cast<rlm_session*>(s);
   return RLM_OK;
 }
@@ -116,6 +116,13 @@ rlm_status rlm_session_init(const rlm_model* model, const rlm_session_config* co
 const char* rlm_session_error(const rlm_session* session) {
   const SessionImpl* s = as_session(session);
   return s ? s->error : "";
+}
+
+rlm_status rlm_session_release(rlm_session* session) {
+  SessionImpl* s = as_session(session);
+  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  session_release(s);
+  return RLM_OK;
 }
 
 rlm_status rlm_session_reset(rlm_session* session) {

@@ -19,7 +19,7 @@ constexpr uint64_t kMaxPosition = 0xfffffff0u;
 // Every buffer of a session, in one place. `s` may be a stack temporary in measure mode: only
 // sizes and (null) pointers are written to it then.
 void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, SessionImpl* s) {
-  transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, &s->tf);
+  transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, c.n_threads, &s->tf);
   s->batch = static_cast<int32_t*>(a.alloc_2d(1, static_cast<uint64_t>(c.max_pending) + 1,
                                               sizeof(int32_t), kArenaAlignment));
   s->history = a.alloc<int32_t>(c.penalty_window > 0 ? c.penalty_window : 1);
@@ -120,9 +120,8 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   RLM_CHECK(kv_raw == RLM_KV_F32 || kv_raw == RLM_KV_F16, RLM_ERR_INVALID_ARGUMENT, err,
             "unknown kv_dtype %d", kv_raw);
   k.kv_dtype = static_cast<rlm_kv_dtype>(kv_raw);
-  // Threads arrive with the kernel work of issue #5; refuse rather than silently ignore.
-  RLM_CHECK(k.n_threads == 1, RLM_ERR_INVALID_ARGUMENT, err,
-            "n_threads %u: this build runs one thread", k.n_threads);
+  RLM_CHECK(k.n_threads >= 1 && k.n_threads <= kMaxThreads, RLM_ERR_INVALID_ARGUMENT, err,
+            "n_threads %u out of [1, %u]", k.n_threads, kMaxThreads);
   RLM_CHECK(k.n_batch >= 1 && k.n_batch <= kMaxBatch, RLM_ERR_INVALID_ARGUMENT, err,
             "n_batch %u out of [1, %u]", k.n_batch, kMaxBatch);
   RLM_CHECK(k.max_pending >= 1 && k.max_pending <= kMaxPendingLimit, RLM_ERR_INVALID_ARGUMENT,
@@ -173,8 +172,14 @@ SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* me
   }
   s->rng.seed(def.seed);
   session_reset(s);
+  if (c.n_threads > 1 && !thread_pool_start(s->tf.pool, c.n_threads)) return nullptr;
   s->magic = kSessionMagic;
   return s;
+}
+
+void session_release(SessionImpl* s) {
+  if (s->cfg.n_threads > 1) thread_pool_stop(s->tf.pool);
+  s->magic = 0;
 }
 
 void session_reset(SessionImpl* s) {

@@ -72,6 +72,8 @@ size_t session_bytes(const ModelImpl& m, const SessionConfig& c);
 // Carves and initialises a session at `mem` (size already checked against session_bytes).
 SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* mem, size_t size);
 
+// Stops the session's worker threads; the handle is invalid afterwards.
+void session_release(SessionImpl* s);
 void session_reset(SessionImpl* s);
 Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool add_bos);
 Status session_feed_text(SessionImpl* s, const char* text, size_t len);

@@ -40,33 +40,70 @@ bool is_quant(const WeightView& w) {
   return w.type == WeightType::Q8 || w.type == WeightType::Q4;
 }
 
-// y(n, w.rows) = x(n, w.cols) · Wᵀ. `qa` must hold x quantized when w is Q8/Q4.
-void linear(Transformer* t, const WeightView& w, const float* x, const QuantActs* qa, uint32_t n,
-            float* y) {
+// Rows are split across threads in blocks of this many, so every thread count sees the same
+// block boundaries and each row is computed by the same kernel code path: results do not depend
+// on the thread count.
+constexpr uint32_t kRowBlock = 16;
+// Below this many weights per job, synchronising threads costs more than the work.
+constexpr uint64_t kMinParallelWeights = 1u << 16;
+// Attention work (visible slots × q_dim) below which heads are not split across threads.
+constexpr uint64_t kMinParallelAttention = 1u << 14;
+
+// y(n, w.rows) = x(n, w.cols) · Wᵀ for rows [r0, r1). `qa` holds x quantized when w is Q8/Q4.
+void linear_rows(const KernelTable* k, const WeightView& w, const float* x, const QuantActs& qa,
+                 uint32_t n, float* y, uint32_t r0, uint32_t r1) {
+  if (r0 >= r1) return;
   switch (w.type) {
     case WeightType::F32:
-      t->k->matmul_f32(w, x, n, y, 0, w.rows);
+      k->matmul_f32(w, x, n, y, r0, r1);
       break;
     case WeightType::F16:
-      t->k->matmul_f16(w, x, n, y, 0, w.rows);
+      k->matmul_f16(w, x, n, y, r0, r1);
       break;
     case WeightType::Q8:
-      t->k->matmul_q8(w, *qa, n, y, 0, w.rows);
+      k->matmul_q8(w, qa, n, y, r0, r1);
       break;
     case WeightType::Q4:
-      t->k->matmul_q4(w, *qa, n, y, 0, w.rows);
+      k->matmul_q4(w, qa, n, y, r0, r1);
       break;
   }
 }
 
-// Up to three projections of one input, quantizing it once.
+struct ProjectJob {
+  const KernelTable* k;
+  const WeightView* const* w;
+  float* const* y;
+  uint32_t count;
+  const float* x;
+  QuantActs qa;
+  uint32_t n;
+};
+
+void project_job(void* ctx, uint32_t index, uint32_t n_threads) {
+  const ProjectJob* j = static_cast<const ProjectJob*>(ctx);
+  for (uint32_t i = 0; i < j->count; ++i) {
+    uint32_t r0, r1;
+    thread_share(j->w[i]->rows, kRowBlock, index, n_threads, &r0, &r1);
+    linear_rows(j->k, *j->w[i], j->x, j->qa, j->n, j->y[i], r0, r1);
+  }
+}
+
+// Up to three projections of one input, quantizing it once, as one parallel job.
 void project(Transformer* t, const float* x, uint32_t n, uint32_t cols, const WeightView* w[3],
              float* y[3], uint32_t count) {
-  QuantActs qa{};
+  ProjectJob job{t->k, w, y, count, x, QuantActs{}, n};
   bool need = false;
-  for (uint32_t i = 0; i < count; ++i) need |= is_quant(*w[i]);
-  if (need) qa = prepare_acts(t, x, n, cols);
-  for (uint32_t i = 0; i < count; ++i) linear(t, *w[i], x, &qa, n, y[i]);
+  uint64_t weights = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    need |= is_quant(*w[i]);
+    weights += static_cast<uint64_t>(w[i]->rows) * w[i]->cols;
+  }
+  if (need) job.qa = prepare_acts(t, x, n, cols);
+  if (t->n_threads > 1 && weights * n >= kMinParallelWeights) {
+    thread_pool_run(t->pool, project_job, &job);
+  } else {
+    project_job(&job, 0, 1);
+  }
 }
 
 void embed(const Transformer* t, int32_t token, float* out) {
@@ -112,8 +149,10 @@ void kv_store(const KvRing& kv, void* base, uint32_t l, uint32_t slot, const flo
   }
 }
 
-// Attention of one token at `pos` (its K/V already stored) for every head; out(q_dim).
-void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, float* out) {
+// Attention of one token at `pos` (its K/V already stored) for heads [h0, h1); out(q_dim).
+// `scratch` selects the calling thread's buffers.
+void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, float* out,
+                  uint32_t h0, uint32_t h1, uint32_t scratch) {
   const Hparams& hp = t->hp;
   const KvRing& kv = t->kv;
   const uint32_t hd = hp.head_dim;
@@ -121,35 +160,67 @@ void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, float* out
   const uint32_t visible = kv_visible(kv, pos);
   const uint64_t sink_pos = pos < kv.n_ctx ? pos : kv.n_ctx - 1;
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  for (uint32_t h = 0; h < hp.n_heads; ++h) {
+  float* qrot = t->qrot + static_cast<size_t>(scratch) * hd;
+  float* qsink = t->qsink + static_cast<size_t>(scratch) * hd;
+  float* att = t->att + static_cast<size_t>(scratch) * kv.n_ctx;
+  float* kbuf = t->kbuf + static_cast<size_t>(scratch) * hd;
+  for (uint32_t h = h0; h < h1; ++h) {
     const uint32_t koff = (h / group) * hd;
-    rope(q + h * hd, t->qrot, t->rope_freq, hd, pos, hp.rope_style);
+    rope(q + h * hd, qrot, t->rope_freq, hd, pos, hp.rope_style);
     const bool sinks_shifted = sink_pos != pos && kv.n_sink > 0;
-    if (sinks_shifted) rope(q + h * hd, t->qsink, t->rope_freq, hd, sink_pos, hp.rope_style);
+    if (sinks_shifted) rope(q + h * hd, qsink, t->rope_freq, hd, sink_pos, hp.rope_style);
     for (uint32_t s = 0; s < visible; ++s) {
-      const float* qv = (sinks_shifted && s < kv.n_sink) ? t->qsink : t->qrot;
-      const float* kr = kv_row(kv, kv.k, l, s, koff, hd, t->kbuf);
+      const float* qv = (sinks_shifted && s < kv.n_sink) ? qsink : qrot;
+      const float* kr = kv_row(kv, kv.k, l, s, koff, hd, kbuf);
       float score = 0.0f;
       for (uint32_t i = 0; i < hd; ++i) score += qv[i] * kr[i];
-      t->att[s] = score * scale;
+      att[s] = score * scale;
     }
-    t->k->softmax(t->att, visible);
+    t->k->softmax(att, visible);
     float* o = out + h * hd;
     memset(o, 0, hd * sizeof(float));
     for (uint32_t s = 0; s < visible; ++s) {
-      const float* vr = kv_row(kv, kv.v, l, s, koff, hd, t->kbuf);
-      const float a = t->att[s];
+      const float* vr = kv_row(kv, kv.v, l, s, koff, hd, kbuf);
+      const float a = att[s];
       for (uint32_t i = 0; i < hd; ++i) o[i] += a * vr[i];
     }
+  }
+}
+
+struct AttendJob {
+  Transformer* t;
+  uint32_t l;
+  const float* q;
+  uint64_t pos;
+  float* out;
+};
+
+void attend_job(void* ctx, uint32_t index, uint32_t n_threads) {
+  const AttendJob* j = static_cast<const AttendJob*>(ctx);
+  uint32_t h0, h1;
+  thread_share(j->t->hp.n_heads, 1, index, n_threads, &h0, &h1);
+  attend_heads(j->t, j->l, j->q, j->pos, j->out, h0, h1, index);
+}
+
+void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, float* out) {
+  const uint64_t work = static_cast<uint64_t>(kv_visible(t->kv, pos)) * t->hp.q_dim;
+  AttendJob job{t, l, q, pos, out};
+  if (t->n_threads > 1 && t->hp.n_heads > 1 && work >= kMinParallelAttention) {
+    thread_pool_run(t->pool, attend_job, &job);
+  } else {
+    attend_heads(t, l, q, pos, out, 0, t->hp.n_heads, 0);
   }
 }
 
 }  // namespace
 
 void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
-                        rlm_kv_dtype kv_dtype, uint32_t n_batch, Transformer* t) {
+                        rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
+                        Transformer* t) {
   t->hp = hp;
   t->n_batch = n_batch;
+  t->n_threads = n_threads;
+  thread_pool_layout(a, n_threads, &t->pool);
   t->k = kernels_ref();
   t->layers = a.alloc<LayerWeights>(hp.n_layers, alignof(LayerWeights));
   kv_ring_layout(a, hp.n_layers, n_ctx, n_sink, hp.kv_dim, kv_dtype, &t->kv);
@@ -166,10 +237,10 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->xq = static_cast<int8_t*>(a.alloc_2d(n_batch, t->act_stride, 1, kArenaAlignment));
   t->xqs = static_cast<float*>(
       a.alloc_2d(n_batch, t->act_stride / kQuantGroup, sizeof(float), kArenaAlignment));
-  t->qrot = a.alloc<float>(hp.head_dim);
-  t->qsink = a.alloc<float>(hp.head_dim);
-  t->att = a.alloc<float>(n_ctx);
-  t->kbuf = a.alloc<float>(hp.head_dim);
+  t->qrot = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));
+  t->qsink = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));
+  t->att = static_cast<float*>(a.alloc_2d(n_threads, n_ctx, sizeof(float), kArenaAlignment));
+  t->kbuf = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));
   t->rope_freq = a.alloc<float>(hp.head_dim / 2);
   t->logits = a.alloc<float>(hp.vocab_size);
 }

@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "kv_ring.h"
 #include "model.h"
+#include "platform/threads.h"
 
 namespace ringlm {
 
@@ -35,10 +36,13 @@ struct Transformer {
   int8_t* xq;               // (n_batch, act_stride) quantized activations
   float* xqs;               // (n_batch, act_stride / 32) their scales
   uint32_t act_stride;      // padded max(dim, q_dim, ffn_dim)
-  float* qrot;              // (head_dim) query rotated at its position
-  float* qsink;             // (head_dim) query rotated at the sink position
-  float* att;               // (n_ctx) attention weights of one head
-  float* kbuf;              // (head_dim) one key / value row converted from f16
+  ThreadPool* pool;         // workers started at init (n_threads - 1 of them)
+  uint32_t n_threads;
+  // Per-thread attention scratch, thread i at offset i * stride.
+  float* qrot;              // (n_threads, head_dim) query rotated at its position
+  float* qsink;             // (n_threads, head_dim) query rotated at the sink position
+  float* att;               // (n_threads, n_ctx) attention weights of one head
+  float* kbuf;              // (n_threads, head_dim) one key / value row converted from f16
   float* rope_freq;         // (head_dim / 2) inverse frequencies
   float* logits;            // (vocab)
 };
@@ -46,7 +50,8 @@ struct Transformer {
 // Reserves every buffer from `a` (measure mode allowed) and fills sizes; weights are resolved
 // separately by transformer_bind (needs real memory).
 void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
-                        rlm_kv_dtype kv_dtype, uint32_t n_batch, Transformer* t);
+                        rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
+                        Transformer* t);
 
 // Resolves the weight views of a verified model (init only; never fails after model_open).
 void transformer_bind(const ModelImpl& m, Transformer* t);

@@ -408,3 +408,45 @@ TEST(Golden, MaxTokensStepKeepsItsText) {
   EXPECT_EQ(limited, first20);
   EXPECT_FALSE(limited.empty());
 }
+
+// Results do not depend on the thread count: rows split in fixed blocks, heads whole.
+TEST(Threads, LogitsAreIdenticalForOneTwoAndThreeThreads) {
+  for (DType q : {DType::F32, DType::Q8, DType::Q4}) {
+    RandomModelShape shape;
+    shape.dim = 256;
+    shape.n_heads = 8;
+    shape.n_kv_heads = 4;
+    shape.ffn_dim = 512;
+    AlignedBuffer bytes;
+    std::string err;
+    ASSERT_TRUE(random_model(shape, q, &bytes, &err)) << err;
+    rlm_model model;
+    ASSERT_EQ(rlm_model_open(bytes.data(), bytes.size(), &model), RLM_OK);
+    std::vector<float> ref;
+    std::vector<int32_t> ref_ids;
+    for (uint32_t threads : {1u, 2u, 3u}) {
+      rlm_session_config cfg;
+      rlm_session_config_default(&cfg);
+      cfg.n_threads = threads;
+      cfg.n_ctx = 64;
+      TestSession ts;
+      ASSERT_EQ(ts.init(&model, cfg), RLM_OK);
+      std::vector<int32_t> ids;
+      greedy(ts.s, std::string(90, 'x'), 40, &ids);  // wraps the 64-slot ring
+      ASSERT_EQ(rlm_session_feed_tokens(ts.s, nullptr, 0), RLM_OK);
+      ASSERT_EQ(rlm_session_eval(ts.s), RLM_OK);
+      const float* l = nullptr;
+      size_t n = 0;
+      ASSERT_EQ(rlm_session_logits(ts.s, &l, &n), RLM_OK);
+      std::vector<float> logits(l, l + n);
+      EXPECT_EQ(rlm_session_release(ts.s), RLM_OK);
+      if (threads == 1) {
+        ref = logits;
+        ref_ids = ids;
+      } else {
+        EXPECT_EQ(ids, ref_ids) << "threads " << threads;
+        EXPECT_EQ(logits, ref) << "threads " << threads;
+      }
+    }
+  }
+}

@@ -138,7 +138,7 @@ int cmd_generate(int argc, char** argv) {
       ok = parse_f32(v, &sp.temperature);
     } else if (a == "--top-k") {
       if (!(v = need("--top-k"))) return 2;
-      uint32_t k;
+      uint32_t k = 0;
       ok = parse_u32(v, &k) && k <= 0x7fffffffu;
       sp.top_k = static_cast<int32_t>(k);
     } else if (a == "--top-p") {
@@ -152,7 +152,7 @@ int cmd_generate(int argc, char** argv) {
       ok = parse_f32(v, &sp.repeat_penalty);
     } else if (a == "--repeat-last-n") {
       if (!(v = need("--repeat-last-n"))) return 2;
-      uint32_t n;
+      uint32_t n = 0;
       ok = parse_u32(v, &n) && n <= 65536;
       sp.penalty_last_n = static_cast<int32_t>(n);
       if (ok && n > cfg.penalty_window) cfg.penalty_window = n;
@@ -250,8 +250,10 @@ int cmd_generate(int argc, char** argv) {
     st = rlm_step(s, &r);
     const double dt = now_s() - t0;
     if (st != RLM_OK) {
+      const int rc = fail("step", st, rlm_session_error(s));
+      rlm_session_release(s);
       free(mem);
-      return fail("step", st, rlm_session_error(s));
+      return rc;
     }
     if (first) {
       n_prompt = r.n_evaluated;
@@ -277,6 +279,7 @@ int cmd_generate(int argc, char** argv) {
           "%zu bytes | stop %s]\n",
           n_prompt, t_prefill > 0 ? n_prompt / t_prefill : 0.0,
           t_decode > 0 ? n_decode / t_decode : 0.0, n_decode, bytes, stop_name(r.stop));
+  rlm_session_release(s);
   free(mem);
   return 0;
 }

@@ -7,7 +7,8 @@
  *    session opened on it are in use. Opening copies nothing.
  *  - rlm_model is caller storage (a stack or static variable is fine); it holds a verified view.
  *  - Session memory is borrowed for the life of the session; the rlm_session handle points into
- *    it. There is nothing to free: stop using the memory and the session is gone.
+ *    it. Call rlm_session_release() before reusing or freeing the memory (it joins the worker
+ *    threads when n_threads > 1; with one thread it only invalidates the handle).
  *  - Pointers a call returns into session memory (step text, logits) stay valid until the next
  *    call that takes the same session.
  *
@@ -47,6 +48,7 @@ typedef enum rlm_status {
   RLM_ERR_INVALID_UTF8 = 7,       /* text argument is not valid UTF-8 */
   RLM_ERR_CAPACITY = 8,           /* a configured budget (prompt tokens, stop strings...) is full */
   RLM_ERR_REWIND = 9,             /* rewind target no longer held by the ring cache */
+  RLM_ERR_THREADS = 10,           /* worker threads could not be started */
   /* Model verification failures (rlm_model_open). */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
   RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
@@ -104,7 +106,9 @@ typedef struct rlm_session_config {
   uint32_t n_ctx;             /* KV ring slots; 0 = model max context */
   uint32_t n_sink;            /* attention-sink positions kept when the ring wraps (default 4) */
   rlm_kv_dtype kv_dtype;      /* default RLM_KV_F32 */
-  uint32_t n_threads;         /* default 1 */
+  uint32_t n_threads;         /* threads splitting each op, the caller's included (default 1, max
+                                 64); workers start at init, spin briefly between ops and sleep
+                                 when idle; results do not depend on the count */
   uint32_t n_batch;           /* max tokens per prefill pass; longer prompts run in chunks (64) */
   uint32_t max_pending;       /* prompt-token buffer (tokens fed but not yet run) (default 2048) */
   uint32_t max_text_bytes;    /* longest text one rlm_session_feed_text accepts (default 16384) */
@@ -131,6 +135,9 @@ RLM_API rlm_status rlm_session_init(const rlm_model* model, const rlm_session_co
 
 /* Message for the last failed call on this session ("" if none). Never NULL. */
 RLM_API const char* rlm_session_error(const rlm_session* session);
+
+/* Ends the session: joins its worker threads. The memory may be reused afterwards. */
+RLM_API rlm_status rlm_session_release(rlm_session* session);
 
 /* Forget everything: position 0, nothing pending, stops and sampling kept. */
 RLM_API rlm_status rlm_session_reset(rlm_session* session);
