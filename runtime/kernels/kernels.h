@@ -42,10 +42,34 @@ struct KernelTable {
   void (*softmax)(float* x, uint32_t size);
   // a(i) = silu(a(i)) * b(i)
   void (*swiglu)(float* a, const float* b, uint32_t size);
+  // Attention scores: out[j] = scale * dot(q, k_j) for j < n_rows, k_j = row j of head_dim
+  // values at k_rows + j * row_stride_elems (f16 when k_f16, else f32).
+  void (*attn_dot)(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,
+                   uint32_t head_dim, bool k_f16, float scale, float* out);
+  // Weighted sum of value rows: out[i] = sum_j w[j] * v_j[i] (out is overwritten; zeros when
+  // n_rows == 0). Rows laid out as for attn_dot.
+  void (*attn_accum)(const float* w, const void* v_rows, uint32_t row_stride_elems,
+                     uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out);
 };
 
 // The scalar reference: the numerical oracle every ISA kernel is tested against.
 const KernelTable* kernels_ref();
+
+// ---- Per-CPU selection (runtime/kernels/select.cc) --------------------------------------------
+// Tables compiled into this build for the target architecture: x86-64 "avx512", "avx2";
+// aarch64 "i8mm", "dotprod", "neon"; 32-bit ARM "armv7"; always "ref". Every table is a const
+// static: the pointers stay valid for the life of the program.
+struct CpuFeatures;  // platform/cpu_features.h
+
+// The best table the CPU can run; with override_name (non-null, non-empty) exactly that table, or
+// nullptr when it is unknown, not compiled for this architecture or not runnable on this CPU.
+const KernelTable* kernels_select(const CpuFeatures& cpu, const char* override_name);
+
+// The tables the CPU can run, best first (ref last). Writes up to `cap`; returns how many exist.
+size_t kernels_available(const CpuFeatures& cpu, const KernelTable** out, size_t cap);
+
+// Every table compiled for this architecture, runnable or not (for tests: skip, saying why).
+size_t kernels_compiled(const KernelTable** out, size_t cap);
 
 }  // namespace ringlm
 

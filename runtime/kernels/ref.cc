@@ -138,9 +138,43 @@ void swiglu_ref(float* a, const float* b, uint32_t size) {
   }
 }
 
+// Same loops as the transformer's scalar attention: f16 rows widened value by value.
+void attn_dot_ref(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,
+                  uint32_t head_dim, bool k_f16, float scale, float* out) {
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const size_t off = static_cast<size_t>(j) * row_stride_elems;
+    float score = 0.0f;
+    if (k_f16) {
+      const uint16_t* k = static_cast<const uint16_t*>(k_rows) + off;
+      for (uint32_t i = 0; i < head_dim; ++i) score += q[i] * fp16_to_f32(k[i]);
+    } else {
+      const float* k = static_cast<const float*>(k_rows) + off;
+      for (uint32_t i = 0; i < head_dim; ++i) score += q[i] * k[i];
+    }
+    out[j] = score * scale;
+  }
+}
+
+void attn_accum_ref(const float* w, const void* v_rows, uint32_t row_stride_elems,
+                    uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
+  memset(out, 0, head_dim * sizeof(float));
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const size_t off = static_cast<size_t>(j) * row_stride_elems;
+    const float a = w[j];
+    if (v_f16) {
+      const uint16_t* v = static_cast<const uint16_t*>(v_rows) + off;
+      for (uint32_t i = 0; i < head_dim; ++i) out[i] += a * fp16_to_f32(v[i]);
+    } else {
+      const float* v = static_cast<const float*>(v_rows) + off;
+      for (uint32_t i = 0; i < head_dim; ++i) out[i] += a * v[i];
+    }
+  }
+}
+
 const KernelTable kRef = {
     "ref",          matmul_f32_ref, matmul_f16_ref, matmul_q8_ref, matmul_q4_ref,
-    quantize_acts_ref, rmsnorm_ref, softmax_ref,    swiglu_ref,
+    quantize_acts_ref, rmsnorm_ref, softmax_ref,    swiglu_ref,    attn_dot_ref,
+    attn_accum_ref,
 };
 
 }  // namespace

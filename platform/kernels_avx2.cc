@@ -1,0 +1,413 @@
+// x86-64 AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; see kernels_isa.h for why
+// nothing here may use a shared header's inline function).
+//
+// Matmuls walk output rows in tiles (rows outer, tokens inner): a tile of R rows x T tokens keeps
+// R*T accumulators in registers, so each loaded weight block serves T tokens and each activation
+// block R rows. Decode (n = 1) uses 4 rows x 1 token: one pass over the weights, the activation
+// group shared by four rows. Prefill uses 2 rows x 4 tokens (quantized) / 4 x 2 (float).
+//
+// Q8: per 32-group, vpsignb makes |w| (unsigned) and x*sign(w), vpmaddubsw + vpmaddwd give eight
+// exact int32 partial sums (|w| <= 128, |x| <= 127: pair sums stay below 2^15), converted to float
+// and scaled by w_scale*x_scale. Q4: 16 bytes become 32 unsigned nibbles u = v + 8 in [0, 15]
+// (xor 0x88, then low/high nibble, matching the x[0..15] / x[16..31] order of the layout);
+// maddubs(u, x) - maddubs(8, x) is the exact signed dot product, the second term shared by all
+// rows of the tile.
+#include "platform/kernels_isa.h"
+
+#if defined(RINGLM_KERNELS_X86)
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "kernels_avx2.cc needs -mavx2 -mfma -mf16c (runtime/CMakeLists.txt)"
+#endif
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "platform/kernels_x86_common.inc"
+
+namespace ringlm {
+namespace {
+
+using namespace x86;
+
+// ---- f32 / f16 matmuls --------------------------------------------------------------------------
+
+// Loads 8 weights (f32 or f16) as floats; `rem` < 8 loads a zero-padded tail.
+template <bool F16>
+inline __m256 load_w8(const void* base, size_t idx) {
+  if (F16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                   static_cast<const uint16_t*>(base) + idx)));
+  return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
+}
+
+template <bool F16>
+inline __m256 load_w_tail(const void* base, size_t idx, uint32_t rem) {
+  if (F16) {
+    uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    memcpy(tmp, static_cast<const uint16_t*>(base) + idx, rem * sizeof(uint16_t));
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)));
+  }
+  return _mm256_maskload_ps(static_cast<const float*>(base) + idx, tail_mask(rem));
+}
+
+// Float dot products of R weight rows with T activation rows (cols values each).
+template <bool F16>
+struct FloatMat {
+  const void* W;      // f32 or f16 rows
+  size_t w_stride;    // elements
+  uint32_t cols;
+  const float* X;
+  size_t x_stride;
+  float* Y;
+  size_t y_stride;
+
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    __m256 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+    const size_t wrow = static_cast<size_t>(r) * w_stride;
+    const float* x = X + static_cast<size_t>(t) * x_stride;
+    uint32_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      __m256 xv[T];
+      for (int j = 0; j < T; ++j) xv[j] = _mm256_loadu_ps(x + j * x_stride + c);
+      for (int i = 0; i < R; ++i) {
+        const __m256 wv = load_w8<F16>(W, wrow + i * w_stride + c);
+        for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+      }
+    }
+    if (c < cols) {
+      const uint32_t rem = cols - c;
+      __m256 xv[T];
+      for (int j = 0; j < T; ++j) xv[j] = _mm256_maskload_ps(x + j * x_stride + c, tail_mask(rem));
+      for (int i = 0; i < R; ++i) {
+        const __m256 wv = load_w_tail<F16>(W, wrow + i * w_stride + c, rem);
+        for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+      }
+    }
+    store_tile<R, T>(acc, Y + static_cast<size_t>(t) * y_stride + r, y_stride);
+  }
+};
+
+// ---- Q8 -------------------------------------------------------------------------------------------
+
+// Combined scales w_scale(row i, group gb+k) * x_scale(token j, group gb+k) for a block of up to
+// 8 groups, into sc[i][j][k].
+template <int R, int T>
+inline void block_scales(const uint16_t* WS, size_t ws_stride, const float* XS, size_t xs_stride,
+                         uint32_t gb, uint32_t nb, float (*sc)[T][8]) {
+  __m256 xs[T];
+  for (int j = 0; j < T; ++j) {
+    const float* p = XS + j * xs_stride + gb;
+    xs[j] = nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(nb));
+  }
+  for (int i = 0; i < R; ++i) {
+    const __m256 ws = load_f16x8(WS + i * ws_stride + gb, nb);
+    for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(ws, xs[j]));
+  }
+}
+
+struct QuantMat {
+  const uint8_t* W;    // row r at W + r * w_row_bytes
+  size_t w_row_bytes;
+  const uint16_t* WS;  // (rows, groups)
+  uint32_t groups;
+  const int8_t* X;     // token t at X + t * x_stride
+  size_t x_stride;
+  const float* XS;     // token t at XS + t * (x_stride / 32)
+  float* Y;
+  size_t y_stride;
+};
+
+struct Q8Mat : QuantMat {
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const size_t xs_stride = x_stride / kQuantGroup;
+    const int8_t* Wr = reinterpret_cast<const int8_t*>(W) + r * w_row_bytes;
+    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
+    const int8_t* Xt = X + t * x_stride;
+    const float* XSt = XS + t * xs_stride;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+    alignas(32) float sc[R][T][8];
+    for (uint32_t gb = 0; gb < groups; gb += 8) {
+      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
+      block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+      for (uint32_t k = 0; k < nb; ++k) {
+        const size_t off = static_cast<size_t>(gb + k) * kQuantGroup;
+        __m256i wv[R], aw[R];
+        for (int i = 0; i < R; ++i) {
+          wv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Wr + i * w_row_bytes + off));
+          aw[i] = _mm256_sign_epi8(wv[i], wv[i]);
+        }
+        for (int j = 0; j < T; ++j) {
+          const __m256i xv =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Xt + j * x_stride + off));
+          for (int i = 0; i < R; ++i) {
+            const __m256i p16 = _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(xv, wv[i]));
+            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+            acc[i][j] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&sc[i][j][k]), acc[i][j]);
+          }
+        }
+      }
+    }
+    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
+// ---- Q4 -------------------------------------------------------------------------------------------
+
+// 16 packed bytes -> 32 unsigned values v + 8 (value j in byte j, j = 0..31).
+inline __m256i unpack_q4(const uint8_t* p) {
+  const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i sh = _mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4));
+  return _mm256_xor_si256(_mm256_and_si256(sh, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(0x08));
+}
+
+struct Q4Mat : QuantMat {
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const size_t xs_stride = x_stride / kQuantGroup;
+    const uint8_t* Wr = W + r * w_row_bytes;
+    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
+    const int8_t* Xt = X + t * x_stride;
+    const float* XSt = XS + t * xs_stride;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i eights = _mm256_set1_epi8(8);
+    __m256 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+    alignas(32) float sc[R][T][8];
+    for (uint32_t gb = 0; gb < groups; gb += 8) {
+      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
+      block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+      for (uint32_t k = 0; k < nb; ++k) {
+        const size_t g = gb + k;
+        __m256i u[R];
+        for (int i = 0; i < R; ++i) u[i] = unpack_q4(Wr + i * w_row_bytes + g * 16);
+        for (int j = 0; j < T; ++j) {
+          const __m256i xv = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(Xt + j * x_stride + g * kQuantGroup));
+          const __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, xv), ones);
+          for (int i = 0; i < R; ++i) {
+            const __m256i d =
+                _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u[i], xv), ones), corr);
+            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_broadcast_ss(&sc[i][j][k]),
+                                        acc[i][j]);
+          }
+        }
+      }
+    }
+    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
+QuantMat quant_mat(const WeightView& w, const QuantActs& x, float* y, size_t row_bytes) {
+  QuantMat m;
+  m.W = static_cast<const uint8_t*>(w.data);
+  m.w_row_bytes = row_bytes;
+  m.WS = w.scales;
+  m.groups = w.row_stride / kQuantGroup;
+  m.X = x.qs;
+  m.x_stride = x.stride;
+  m.XS = x.scales;
+  m.Y = y;
+  m.y_stride = w.rows;
+  return m;
+}
+
+}  // namespace
+
+// ---- entry points -------------------------------------------------------------------------------
+
+void matmul_f32_avx2(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1) {
+  const FloatMat<false> m{w.data, w.row_stride, w.cols, x, w.cols, y, w.rows};
+  drive<4, 4, 2>(m, n, r0, r1);
+}
+
+void matmul_f16_avx2(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1) {
+  const FloatMat<true> m{w.data, w.row_stride, w.cols, x, w.cols, y, w.rows};
+  drive<4, 4, 2>(m, n, r0, r1);
+}
+
+void matmul_q8_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  Q8Mat m;
+  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride);
+  drive<4, 2, 4>(m, n, r0, r1);
+}
+
+void matmul_q4_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  Q4Mat m;
+  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride / 2);
+  drive<4, 2, 4>(m, n, r0, r1);
+}
+
+void quantize_acts_avx2(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
+                        float* scales) {
+  const uint32_t groups = stride / kQuantGroup;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* xt = x + static_cast<size_t>(t) * cols;
+    int8_t* q = qs + static_cast<size_t>(t) * stride;
+    float* s = scales + static_cast<size_t>(t) * groups;
+    for (uint32_t g = 0; g < groups; ++g) {
+      const uint32_t c0 = g * kQuantGroup;
+      __m256 v[4];
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t c = c0 + 8 * k;
+        v[k] = c + 8 <= cols ? _mm256_loadu_ps(xt + c)
+               : c < cols    ? _mm256_maskload_ps(xt + c, tail_mask(cols - c))
+                             : _mm256_setzero_ps();
+      }
+      // max(|v|, amax): an unordered |v| (NaN) leaves amax, as fmaxf does.
+      __m256 m = _mm256_setzero_ps();
+      for (int k = 0; k < 4; ++k) m = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), m);
+      const float amax = hmax(m);
+      const float d = amax / 127.0f;
+      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      s[g] = d;
+      const __m256 iv = _mm256_set1_ps(inv);
+      __m256i i[4];
+      for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], iv));
+      const __m256i a = _mm256_packs_epi32(i[0], i[1]);
+      const __m256i b = _mm256_packs_epi32(i[2], i[3]);
+      const __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), perm);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + c0), p);
+    }
+  }
+}
+
+void rmsnorm_avx2(float* out, const float* x, const float* w, uint32_t size, float eps) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  uint32_t i = 0;
+  for (; i + 16 <= size; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    acc0 = _mm256_fmadd_ps(a, a, acc0);
+    acc1 = _mm256_fmadd_ps(b, b, acc1);
+  }
+  float ss = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < size; ++i) ss += x[i] * x[i];
+  ss /= static_cast<float>(size);
+  ss += eps;
+  ss = 1.0f / sqrtf(ss);
+  const __m256 s = _mm256_set1_ps(ss);
+  i = 0;
+  for (; i + 8 <= size; i += 8) {
+    _mm256_storeu_ps(out + i,
+                     _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(s, _mm256_loadu_ps(x + i))));
+  }
+  for (; i < size; ++i) out[i] = w[i] * (ss * x[i]);
+}
+
+void softmax_avx2(float* x, uint32_t size) {
+  __m256 mv = _mm256_set1_ps(x[0]);
+  uint32_t i = 0;
+  for (; i + 8 <= size; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+  float max_val = hmax(mv);
+  for (; i < size; ++i) max_val = x[i] > max_val ? x[i] : max_val;
+  const __m256 m = _mm256_set1_ps(max_val);
+  __m256 sv = _mm256_setzero_ps();
+  i = 0;
+  for (; i + 8 <= size; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(x + i, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  if (i < size) {
+    const __m256i mask = tail_mask(size - i);
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, mask), m));
+    const __m256 em = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
+    _mm256_maskstore_ps(x + i, mask, em);
+    sv = _mm256_add_ps(sv, em);
+  }
+  const __m256 sum = _mm256_set1_ps(hsum(sv));
+  i = 0;
+  for (; i + 8 <= size; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), sum));
+  if (i < size) {
+    const __m256i mask = tail_mask(size - i);
+    _mm256_maskstore_ps(x + i, mask, _mm256_div_ps(_mm256_maskload_ps(x + i, mask), sum));
+  }
+}
+
+void swiglu_avx2(float* a, const float* b, uint32_t size) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  uint32_t i = 0;
+  for (; i < size; i += 8) {
+    const bool full = i + 8 <= size;
+    const __m256i mask = tail_mask(full ? 8 : size - i);
+    const __m256 v = full ? _mm256_loadu_ps(a + i) : _mm256_maskload_ps(a + i, mask);
+    const __m256 bv = full ? _mm256_loadu_ps(b + i) : _mm256_maskload_ps(b + i, mask);
+    const __m256 sig = _mm256_div_ps(one, _mm256_add_ps(one, exp_ps(_mm256_xor_ps(v, sign))));
+    const __m256 r = _mm256_mul_ps(_mm256_mul_ps(v, sig), bv);
+    if (full) _mm256_storeu_ps(a + i, r);
+    else _mm256_maskstore_ps(a + i, mask, r);
+  }
+}
+
+void attn_dot_avx2(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,
+                   uint32_t head_dim, bool k_f16, float scale, float* out) {
+  if (k_f16) {
+    const FloatMat<true> m{k_rows, row_stride_elems, head_dim, q, 0, out, 0};
+    drive<4, 4, 1>(m, 1, 0, n_rows);
+  } else {
+    const FloatMat<false> m{k_rows, row_stride_elems, head_dim, q, 0, out, 0};
+    drive<4, 4, 1>(m, 1, 0, n_rows);
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  uint32_t j = 0;
+  for (; j + 8 <= n_rows; j += 8) _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_loadu_ps(out + j), s));
+  for (; j < n_rows; ++j) out[j] *= scale;
+}
+
+void attn_accum_avx2(const float* w, const void* v_rows, uint32_t row_stride_elems,
+                     uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
+  // Columns in chunks of up to 32 (four accumulators), all rows per chunk.
+  for (uint32_t c = 0; c < head_dim; c += 32) {
+    const uint32_t len = head_dim - c < 32 ? head_dim - c : 32;
+    const int nv = static_cast<int>((len + 7) / 8);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (uint32_t j = 0; j < n_rows; ++j) {
+      const __m256 a = _mm256_broadcast_ss(w + j);
+      const size_t base = static_cast<size_t>(j) * row_stride_elems + c;
+      for (int k = 0; k < nv; ++k) {
+        const uint32_t rem = len - 8 * k;
+        __m256 v;
+        if (v_f16) v = rem >= 8 ? load_w8<true>(v_rows, base + 8 * k)
+                                : load_w_tail<true>(v_rows, base + 8 * k, rem);
+        else v = rem >= 8 ? load_w8<false>(v_rows, base + 8 * k)
+                          : load_w_tail<false>(v_rows, base + 8 * k, rem);
+        acc[k] = _mm256_fmadd_ps(a, v, acc[k]);
+      }
+    }
+    for (int k = 0; k < nv; ++k) {
+      const uint32_t rem = len - 8 * k;
+      if (rem >= 8) _mm256_storeu_ps(out + c + 8 * k, acc[k]);
+      else _mm256_maskstore_ps(out + c + 8 * k, tail_mask(rem), acc[k]);
+    }
+  }
+}
+
+namespace {
+const KernelTable kAvx2 = {
+    "avx2",           matmul_f32_avx2, matmul_f16_avx2, matmul_q8_avx2, matmul_q4_avx2,
+    quantize_acts_avx2, rmsnorm_avx2,  softmax_avx2,    swiglu_avx2,    attn_dot_avx2,
+    attn_accum_avx2,
+};
+}  // namespace
+
+const KernelTable* kernels_avx2() { return &kAvx2; }
+
+}  // namespace ringlm
+
+#endif  // RINGLM_KERNELS_X86

@@ -1,0 +1,72 @@
+// Kernel table selection: the best table the CPU can run, or the one a config names.
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "platform/cpu_features.h"
+#include "platform/kernels_isa.h"
+
+namespace ringlm {
+namespace {
+
+struct Candidate {
+  const KernelTable* table;
+  bool runnable;
+};
+
+// Best first; ref last. Fills `out` (capacity kMaxTables) and returns the count.
+constexpr size_t kMaxTables = 4;
+
+size_t candidates(const CpuFeatures& f, Candidate* out) {
+  size_t n = 0;
+#if defined(RINGLM_KERNELS_X86)
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  out[n++] = {kernels_avx512(),
+              avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni};
+  out[n++] = {kernels_avx2(), avx2};
+#elif defined(RINGLM_KERNELS_A64)
+  out[n++] = {kernels_i8mm(), f.neon && f.dotprod && f.i8mm};
+  out[n++] = {kernels_dotprod(), f.neon && f.dotprod};
+  out[n++] = {kernels_neon(), f.neon};
+#elif defined(RINGLM_KERNELS_ARMV7)
+  out[n++] = {kernels_armv7(), f.neon};
+#endif
+  out[n++] = {kernels_ref(), true};
+  return n;
+}
+
+}  // namespace
+
+const KernelTable* kernels_select(const CpuFeatures& cpu, const char* override_name) {
+  Candidate c[kMaxTables];
+  const size_t n = candidates(cpu, c);
+  const bool forced = override_name != nullptr && override_name[0] != '\0';
+  for (size_t i = 0; i < n; ++i) {
+    if (forced) {
+      if (strcmp(c[i].table->name, override_name) == 0) return c[i].runnable ? c[i].table : nullptr;
+    } else if (c[i].runnable) {
+      return c[i].table;
+    }
+  }
+  return nullptr;
+}
+
+size_t kernels_available(const CpuFeatures& cpu, const KernelTable** out, size_t cap) {
+  Candidate c[kMaxTables];
+  const size_t n = candidates(cpu, c);
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!c[i].runnable) continue;
+    if (k < cap) out[k] = c[i].table;
+    ++k;
+  }
+  return k;
+}
+
+size_t kernels_compiled(const KernelTable** out, size_t cap) {
+  Candidate c[kMaxTables];
+  const size_t n = candidates(CpuFeatures(), c);
+  for (size_t i = 0; i < n && i < cap; ++i) out[i] = c[i].table;
+  return n;
+}
+
+}  // namespace ringlm

@@ -1,0 +1,444 @@
+// Every ISA kernel table against the scalar reference (runtime/kernels/ref.cc), entry by entry,
+// on random data over many shapes. Tables compiled for this architecture but not runnable on this
+// CPU are skipped, saying so.
+//
+// Tolerances (what differs from ref is only float summation order and fused multiply-adds):
+//   quantize_acts                bit-exact (qs and scales)
+//   matmul_q8 / matmul_q4        |y - ref| <= 1e-5 * sum_g |w_scale_g x_scale_g| sum_j |w_j x_j|
+//                                (int32 partial dot products are exact; only the scaled sum is
+//                                reordered). And bit-exact with unit scales while every partial
+//                                sum stays below 2^24 (all float sums exact): the integer dot
+//                                products themselves must be right.
+//   matmul_f32 / matmul_f16      |y - ref| <= 1e-5 * sum_c |w_c x_c|
+//   attn_dot                     |out - ref| <= 1e-5 * scale * sum_i |q_i k_i|
+//   attn_accum                   |out - ref| <= 1e-5 * sum_j |w_j v_ji|
+//   rmsnorm                      relative 1e-5 per value (the mean square is reordered)
+//   softmax, swiglu              relative 1e-5 per value + 1e-30 absolute (vector exp ~1-2 ulp)
+// Output rows outside [r0, r1) must stay untouched.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../platform/cpu_features.h"
+#include "fp16.h"
+#include "kernels/kernels.h"
+#include "quant.h"
+
+using namespace ringlm;
+
+namespace {
+
+const KernelTable* find_compiled(const std::string& name) {
+  const KernelTable* t[16];
+  const size_t n = kernels_compiled(t, 16);
+  for (size_t i = 0; i < n && i < 16; ++i)
+    if (name == t[i]->name) return t[i];
+  return nullptr;
+}
+
+std::vector<std::string> isa_names() {
+  const KernelTable* t[16];
+  const size_t n = kernels_compiled(t, 16);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n && i < 16; ++i)
+    if (std::string(t[i]->name) != "ref") out.push_back(t[i]->name);
+  return out;
+}
+
+std::vector<float> normal(std::mt19937& rng, size_t n, float sd) {
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+constexpr float kSentinel = 12345.0f;
+
+class KernelsIsa : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const CpuFeatures cpu = cpu_features_detect();
+    k_ = find_compiled(GetParam());
+    ASSERT_NE(k_, nullptr);
+    if (kernels_select(cpu, GetParam().c_str()) == nullptr) {
+      char buf[256];
+      cpu_features_describe(cpu, buf, sizeof buf);
+      GTEST_SKIP() << "SKIPPED: " << GetParam() << " not supported by this CPU (has: " << buf
+                   << ")";
+    }
+    ASSERT_EQ(kernels_select(cpu, GetParam().c_str()), k_);
+    ref_ = kernels_ref();
+  }
+  const KernelTable* k_ = nullptr;
+  const KernelTable* ref_ = nullptr;
+};
+
+// Quantized weights with random int8 / nibble data (every value incl. -128 and -8) and random f16
+// scales; activations quantized by the reference.
+struct QuantCase {
+  uint32_t rows, cols, stride;
+  WeightType type;
+  std::vector<uint8_t> data;
+  std::vector<uint16_t> scales;
+  std::vector<int8_t> xq;
+  std::vector<float> xs;
+
+  QuantCase(std::mt19937& rng, WeightType t, uint32_t r, uint32_t c, uint32_t n)
+      : rows(r), cols(c), stride(static_cast<uint32_t>(padded_cols(c))), type(t) {
+    const size_t bytes = t == WeightType::Q8 ? size_t{rows} * stride : size_t{rows} * stride / 2;
+    data.resize(bytes);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
+    // Padding past cols holds zeros, as the encodings require.
+    for (uint32_t row = 0; row < rows; ++row) {
+      for (uint32_t col = cols; col < stride; ++col) {
+        if (t == WeightType::Q8) {
+          data[size_t{row} * stride + col] = 0;
+        } else {
+          uint8_t& b = data[size_t{row} * stride / 2 + (col / 32) * 16 + (col % 32) % 16];
+          b &= (col % 32) < 16 ? 0xf0 : 0x0f;
+        }
+      }
+    }
+    scales.resize(size_t{rows} * stride / 32);
+    std::normal_distribution<float> sd(0.0f, 0.01f);
+    for (uint16_t& s : scales) s = f32_to_fp16(sd(rng));
+    const std::vector<float> x = normal(rng, size_t{n} * cols, 1.0f);
+    xq.resize(size_t{n} * stride);
+    xs.resize(size_t{n} * stride / 32);
+    kernels_ref()->quantize_acts(x.data(), n, cols, stride, xq.data(), xs.data());
+  }
+
+  WeightView view() const {
+    WeightView v;
+    v.data = data.data();
+    v.scales = scales.data();
+    v.type = type;
+    v.rows = rows;
+    v.cols = cols;
+    v.row_stride = stride;
+    return v;
+  }
+  QuantActs acts() const { return QuantActs{xq.data(), xs.data(), stride}; }
+
+  int w(uint32_t r, uint32_t c) const {
+    if (type == WeightType::Q8) return static_cast<int8_t>(data[size_t{r} * stride + c]);
+    return q4_get(data.data() + size_t{r} * stride / 2 + (c / 32) * 16, c % 32);
+  }
+  // sum_g |w_scale * x_scale| * sum_j |w_j x_j|
+  double magnitude(uint32_t r, uint32_t t) const {
+    double m = 0;
+    for (uint32_t g = 0; g < stride / 32; ++g) {
+      int64_t asum = 0;
+      for (uint32_t j = 0; j < 32; ++j)
+        asum += abs(w(r, g * 32 + j) * xq[size_t{t} * stride + g * 32 + j]);
+      m += fabs(static_cast<double>(asum) * fp16_to_f32(scales[size_t{r} * stride / 32 + g]) *
+                xs[size_t{t} * stride / 32 + g]);
+    }
+    return m;
+  }
+  // Unit scales and full-range activations (-127..127): results are exact integers.
+  void unit_scales(std::mt19937& rng) {
+    for (uint16_t& s : scales) s = 0x3c00;  // 1.0
+    for (float& s : xs) s = 1.0f;
+    std::uniform_int_distribution<int> q(-127, 127);
+    for (size_t i = 0; i < xq.size(); ++i) xq[i] = (i % stride) < cols ? static_cast<int8_t>(q(rng)) : 0;
+  }
+};
+
+struct Shape {
+  uint32_t rows, cols, n;
+};
+
+std::vector<Shape> matmul_shapes() {
+  std::vector<Shape> s;
+  const uint32_t cols[] = {32, 64, 96, 172, 288, 576, 1000, 1536, 4096};
+  const uint32_t rows[] = {1, 2, 3, 5, 6, 7, 9, 13, 37};
+  uint32_t i = 0;
+  for (uint32_t c : cols) {
+    for (uint32_t n = 1; n <= 9; ++n) {
+      if (c >= 1536 && n % 4 != 1 && n != 2) continue;  // keep emulated runs short
+      s.push_back({rows[(i++) % 9], c, n});
+    }
+  }
+  s.push_back({64, 4096, 1});
+  s.push_back({37, 4096, 9});
+  s.push_back({100, 33, 5});
+  return s;
+}
+
+// Row ranges to try for `rows` output rows: all, and unaligned sub-ranges.
+std::vector<std::pair<uint32_t, uint32_t>> ranges(uint32_t rows) {
+  std::vector<std::pair<uint32_t, uint32_t>> v{{0, rows}};
+  if (rows >= 3) v.push_back({1, rows - 1});
+  if (rows >= 7) v.push_back({3, rows - 2});
+  if (rows >= 2) v.push_back({rows - 1, rows});
+  return v;
+}
+
+void check_rows_untouched(const std::vector<float>& y, uint32_t rows, uint32_t n, uint32_t r0,
+                          uint32_t r1, const char* what) {
+  for (uint32_t t = 0; t < n; ++t)
+    for (uint32_t r = 0; r < rows; ++r)
+      if (r < r0 || r >= r1) ASSERT_EQ(y[size_t{t} * rows + r], kSentinel) << what << " row " << r;
+}
+
+void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType type) {
+  std::mt19937 rng(type == WeightType::Q8 ? 8 : 4);
+  int checked = 0;
+  for (const Shape& s : matmul_shapes()) {
+    const QuantCase qc(rng, type, s.rows, s.cols, s.n);
+    const WeightView v = qc.view();
+    const QuantActs qa = qc.acts();
+    for (auto [r0, r1] : ranges(s.rows)) {
+      std::vector<float> y(size_t{s.n} * s.rows, kSentinel), yr(y);
+      if (type == WeightType::Q8) {
+        k->matmul_q8(v, qa, s.n, y.data(), r0, r1);
+        ref->matmul_q8(v, qa, s.n, yr.data(), r0, r1);
+      } else {
+        k->matmul_q4(v, qa, s.n, y.data(), r0, r1);
+        ref->matmul_q4(v, qa, s.n, yr.data(), r0, r1);
+      }
+      check_rows_untouched(y, s.rows, s.n, r0, r1, "quant");
+      for (uint32_t t = 0; t < s.n; ++t) {
+        for (uint32_t r = r0; r < r1; ++r) {
+          const size_t i = size_t{t} * s.rows + r;
+          ASSERT_NEAR(y[i], yr[i], 1e-5 * qc.magnitude(r, t) + 1e-30)
+              << "rows " << s.rows << " cols " << s.cols << " n " << s.n << " range [" << r0
+              << "," << r1 << ") t " << t << " r " << r;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+// With unit scales every partial sum is an integer below 2^24 (q8: cols <= 1024, q4: any), so
+// every summation order gives the same float: ISA == ref bit for bit.
+void test_quant_exact(const KernelTable* k, const KernelTable* ref, WeightType type) {
+  std::mt19937 rng(type == WeightType::Q8 ? 81 : 41);
+  for (const Shape& s : matmul_shapes()) {
+    if (type == WeightType::Q8 && s.cols > 1024) continue;
+    QuantCase qc(rng, type, s.rows, s.cols, s.n);
+    qc.unit_scales(rng);
+    const WeightView v = qc.view();
+    const QuantActs qa = qc.acts();
+    std::vector<float> y(size_t{s.n} * s.rows, kSentinel), yr(y);
+    (type == WeightType::Q8 ? k->matmul_q8 : k->matmul_q4)(v, qa, s.n, y.data(), 0, s.rows);
+    (type == WeightType::Q8 ? ref->matmul_q8 : ref->matmul_q4)(v, qa, s.n, yr.data(), 0, s.rows);
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_EQ(y[i], yr[i]) << "rows " << s.rows << " cols " << s.cols << " n " << s.n << " i "
+                             << i;
+  }
+}
+
+void test_float_matmul(const KernelTable* k, const KernelTable* ref, bool f16) {
+  std::mt19937 rng(f16 ? 16 : 32);
+  for (const Shape& s : matmul_shapes()) {
+    const std::vector<float> wf = normal(rng, size_t{s.rows} * s.cols, 0.1f);
+    const std::vector<float> x = normal(rng, size_t{s.n} * s.cols, 1.0f);
+    std::vector<uint16_t> wh(wf.size());
+    std::vector<float> wd(wf);  // the values the kernel sees
+    for (size_t i = 0; i < wf.size(); ++i) {
+      wh[i] = f32_to_fp16(wf[i]);
+      if (f16) wd[i] = fp16_to_f32(wh[i]);
+    }
+    WeightView v;
+    v.data = f16 ? static_cast<const void*>(wh.data()) : wf.data();
+    v.type = f16 ? WeightType::F16 : WeightType::F32;
+    v.rows = s.rows;
+    v.cols = s.cols;
+    v.row_stride = s.cols;
+    for (auto [r0, r1] : ranges(s.rows)) {
+      std::vector<float> y(size_t{s.n} * s.rows, kSentinel), yr(y);
+      (f16 ? k->matmul_f16 : k->matmul_f32)(v, x.data(), s.n, y.data(), r0, r1);
+      (f16 ? ref->matmul_f16 : ref->matmul_f32)(v, x.data(), s.n, yr.data(), r0, r1);
+      check_rows_untouched(y, s.rows, s.n, r0, r1, "float");
+      for (uint32_t t = 0; t < s.n; ++t) {
+        for (uint32_t r = r0; r < r1; ++r) {
+          double mag = 0;
+          for (uint32_t c = 0; c < s.cols; ++c)
+            mag += fabs(double{wd[size_t{r} * s.cols + c]} * x[size_t{t} * s.cols + c]);
+          const size_t i = size_t{t} * s.rows + r;
+          ASSERT_NEAR(y[i], yr[i], 1e-5 * mag)
+              << "rows " << s.rows << " cols " << s.cols << " n " << s.n << " t " << t << " r "
+              << r;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_P(KernelsIsa, MatmulQ8) { test_quant_matmul(k_, ref_, WeightType::Q8); }
+TEST_P(KernelsIsa, MatmulQ4) { test_quant_matmul(k_, ref_, WeightType::Q4); }
+TEST_P(KernelsIsa, MatmulQ8ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q8); }
+TEST_P(KernelsIsa, MatmulQ4ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4); }
+TEST_P(KernelsIsa, MatmulF32) { test_float_matmul(k_, ref_, false); }
+TEST_P(KernelsIsa, MatmulF16) { test_float_matmul(k_, ref_, true); }
+
+TEST_P(KernelsIsa, QuantizeActsBitExact) {
+  std::mt19937 rng(7);
+  for (uint32_t cols : {1u, 5u, 31u, 32u, 33u, 64u, 100u, 172u, 576u, 1000u, 1536u, 4096u}) {
+    for (uint32_t n : {1u, 2u, 3u, 9u}) {
+      std::vector<float> x = normal(rng, size_t{n} * cols, 3.0f);
+      if (cols >= 64) {
+        for (uint32_t c = 0; c < 32; ++c) x[c] = 0.0f;   // an all-zero group: scale 0
+        x[40] = 1e-3f;                                  // a tiny group next to a large one
+        x[33] = 250.0f;
+      }
+      const uint32_t stride = static_cast<uint32_t>(padded_cols(cols));
+      std::vector<int8_t> q(size_t{n} * stride, 99), qr(q);
+      std::vector<float> s(size_t{n} * stride / 32, -1.0f), sr(s);
+      k_->quantize_acts(x.data(), n, cols, stride, q.data(), s.data());
+      ref_->quantize_acts(x.data(), n, cols, stride, qr.data(), sr.data());
+      ASSERT_EQ(0, memcmp(q.data(), qr.data(), q.size())) << "cols " << cols << " n " << n;
+      ASSERT_EQ(0, memcmp(s.data(), sr.data(), s.size() * sizeof(float)))
+          << "cols " << cols << " n " << n;
+    }
+  }
+}
+
+TEST_P(KernelsIsa, Rmsnorm) {
+  std::mt19937 rng(11);
+  for (uint32_t size : {1u, 3u, 8u, 15u, 16u, 17u, 64u, 100u, 576u, 2048u, 4099u}) {
+    const std::vector<float> x = normal(rng, size, 2.0f), w = normal(rng, size, 1.0f);
+    std::vector<float> o(size), orf(size);
+    k_->rmsnorm(o.data(), x.data(), w.data(), size, 1e-5f);
+    ref_->rmsnorm(orf.data(), x.data(), w.data(), size, 1e-5f);
+    for (uint32_t i = 0; i < size; ++i) ASSERT_NEAR(o[i], orf[i], 1e-5 * fabs(orf[i])) << size;
+  }
+}
+
+TEST_P(KernelsIsa, Softmax) {
+  std::mt19937 rng(13);
+  for (uint32_t size : {1u, 2u, 7u, 8u, 9u, 31u, 100u, 1000u, 4097u}) {
+    for (float sd : {0.1f, 3.0f, 30.0f}) {
+      std::vector<float> x = normal(rng, size, sd), xr;
+      if (size > 3) x[size / 2] = -200.0f;  // far below the max: exp underflows
+      xr = x;
+      k_->softmax(x.data(), size);
+      ref_->softmax(xr.data(), size);
+      for (uint32_t i = 0; i < size; ++i)
+        ASSERT_NEAR(x[i], xr[i], 1e-5 * fabs(xr[i]) + 1e-30) << size << " " << sd << " " << i;
+    }
+  }
+}
+
+TEST_P(KernelsIsa, Swiglu) {
+  std::mt19937 rng(17);
+  for (uint32_t size : {1u, 5u, 8u, 13u, 64u, 1000u, 1537u}) {
+    std::vector<float> a = normal(rng, size, 4.0f), b = normal(rng, size, 1.0f);
+    const float extremes[] = {0.0f, -0.0f, 100.0f, -100.0f, 88.5f, -88.5f, 87.0f, -87.0f,
+                              20.0f, -20.0f, 1e-8f, -1e-8f};
+    for (size_t i = 0; i < sizeof extremes / sizeof extremes[0] && i < size; ++i) a[i] = extremes[i];
+    std::vector<float> ar(a);
+    k_->swiglu(a.data(), b.data(), size);
+    ref_->swiglu(ar.data(), b.data(), size);
+    for (uint32_t i = 0; i < size; ++i)
+      ASSERT_NEAR(a[i], ar[i], 1e-5 * fabs(ar[i]) + 1e-30) << size << " " << i;
+  }
+}
+
+TEST_P(KernelsIsa, AttnDot) {
+  std::mt19937 rng(19);
+  for (bool f16 : {false, true}) {
+    for (uint32_t hd : {1u, 7u, 16u, 32u, 64u, 80u, 128u, 256u}) {
+      for (uint32_t rows : {1u, 2u, 3u, 4u, 5u, 9u, 37u, 130u}) {
+        const uint32_t stride = hd * 3 + (f16 ? 1 : 0);
+        const std::vector<float> q = normal(rng, hd, 1.0f);
+        const std::vector<float> kf = normal(rng, size_t{rows} * stride, 1.0f);
+        std::vector<uint16_t> kh(kf.size());
+        for (size_t i = 0; i < kf.size(); ++i) kh[i] = f32_to_fp16(kf[i]);
+        const void* kp = f16 ? static_cast<const void*>(kh.data()) : kf.data();
+        const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+        std::vector<float> o(rows + 1, kSentinel), orf(rows + 1, kSentinel);
+        k_->attn_dot(q.data(), kp, stride, rows, hd, f16, scale, o.data());
+        ref_->attn_dot(q.data(), kp, stride, rows, hd, f16, scale, orf.data());
+        ASSERT_EQ(o[rows], kSentinel);
+        for (uint32_t j = 0; j < rows; ++j) {
+          double mag = 0;
+          for (uint32_t i = 0; i < hd; ++i) {
+            const size_t e = size_t{j} * stride + i;
+            mag += fabs(double{q[i]} * (f16 ? fp16_to_f32(kh[e]) : kf[e]));
+          }
+          ASSERT_NEAR(o[j], orf[j], 1e-5 * scale * mag) << f16 << " hd " << hd << " rows " << rows;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(KernelsIsa, AttnAccum) {
+  std::mt19937 rng(23);
+  for (bool f16 : {false, true}) {
+    for (uint32_t hd : {1u, 7u, 16u, 32u, 33u, 64u, 80u, 128u, 256u}) {
+      for (uint32_t rows : {0u, 1u, 2u, 3u, 5u, 9u, 37u, 130u}) {
+        const uint32_t stride = hd * 2 + (f16 ? 3 : 0);
+        std::vector<float> w = normal(rng, rows, 1.0f);
+        for (float& x : w) x = fabsf(x);
+        const std::vector<float> vf = normal(rng, size_t{rows} * stride + 1, 1.0f);
+        std::vector<uint16_t> vh(vf.size());
+        for (size_t i = 0; i < vf.size(); ++i) vh[i] = f32_to_fp16(vf[i]);
+        const void* vp = f16 ? static_cast<const void*>(vh.data()) : vf.data();
+        std::vector<float> o(hd + 1, kSentinel), orf(hd + 1, kSentinel);
+        k_->attn_accum(w.data(), vp, stride, rows, hd, f16, o.data());
+        ref_->attn_accum(w.data(), vp, stride, rows, hd, f16, orf.data());
+        ASSERT_EQ(o[hd], kSentinel);
+        for (uint32_t i = 0; i < hd; ++i) {
+          double mag = 0;
+          for (uint32_t j = 0; j < rows; ++j) {
+            const size_t e = size_t{j} * stride + i;
+            mag += fabs(double{w[j]} * (f16 ? fp16_to_f32(vh[e]) : vf[e]));
+          }
+          ASSERT_NEAR(o[i], orf[i], 1e-5 * mag) << f16 << " hd " << hd << " rows " << rows;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, KernelsIsa, ::testing::ValuesIn(isa_names()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KernelsIsa);
+
+TEST(KernelsSelect, OverridesAndAvailability) {
+  const CpuFeatures cpu = cpu_features_detect();
+  char buf[256];
+  cpu_features_describe(cpu, buf, sizeof buf);
+  const KernelTable* avail[16];
+  const size_t n = kernels_available(cpu, avail, 16);
+  ASSERT_GE(n, 1u);
+  std::string list;
+  for (size_t i = 0; i < n; ++i) list += std::string(" ") + avail[i]->name;
+  printf("cpu: %s\navailable (best first):%s\n", buf, list.c_str());
+  EXPECT_STREQ(avail[n - 1]->name, "ref");
+  EXPECT_EQ(kernels_select(cpu, nullptr), avail[0]);
+  EXPECT_EQ(kernels_select(cpu, ""), avail[0]);
+  EXPECT_EQ(kernels_select(cpu, "ref"), kernels_ref());
+  EXPECT_EQ(kernels_select(cpu, "no-such-isa"), nullptr);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(kernels_select(cpu, avail[i]->name), avail[i]);
+  // A CPU with nothing: only ref.
+  const CpuFeatures none;
+  EXPECT_EQ(kernels_select(none, nullptr), kernels_ref());
+  EXPECT_EQ(kernels_available(none, avail, 16), 1u);
+  const KernelTable* all[16];
+  const size_t nc = kernels_compiled(all, 16);
+  for (size_t i = 0; i + 1 < nc; ++i) EXPECT_EQ(kernels_select(none, all[i]->name), nullptr);
+  // Every table fills every entry.
+  for (size_t i = 0; i < nc; ++i) {
+    const KernelTable* t = all[i];
+    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 &&
+                t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
+                t->attn_accum)
+        << t->name;
+  }
+}
