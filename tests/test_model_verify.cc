@@ -486,17 +486,23 @@ TEST(ModelVerify, TruncationAtEverySectionBoundary) {
 // ---- flipped bytes ---------------------------------------------------------------------------
 
 TEST(ModelVerify, FlippedBytesNeverCrash) {
-  const std::vector<uint8_t> file = build(make_model());
-  const uint64_t header_end = flatbuffers::ReadScalar<uint32_t>(file.data()) + 4ull;
+  Shape tied;
+  tied.tied = true;
+  const std::vector<uint8_t> files[] = {build(make_model(), DType::Q8),
+                                        build(make_model(tied), DType::Q4),
+                                        build(make_model(), DType::F16)};
   std::mt19937_64 rng(20240601);
   int ok = 0, refused = 0;
+  const int kTrials = 12000;
   std::vector<uint8_t> f;
-  for (int trial = 0; trial < 4000; ++trial) {
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const std::vector<uint8_t>& file = files[trial % 3];
+    const uint64_t header_end = flatbuffers::ReadScalar<uint32_t>(file.data()) + 4ull;
     f = file;
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int k = 0; k < flips; ++k) {
       // Mostly the metadata (where the structure is), sometimes anywhere.
-      const uint64_t range = trial % 8 == 0 ? f.size() : header_end;
+      const uint64_t range = trial % 10 == 0 ? f.size() : header_end;
       const size_t at = static_cast<size_t>(rng() % range);
       switch (rng() % 3) {
         case 0: f[at] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
@@ -508,7 +514,7 @@ TEST(ModelVerify, FlippedBytesNeverCrash) {
     if (::testing::Test::HasFatalFailure()) FAIL() << "trial " << trial;
     (r.status == RLM_OK ? ok : refused)++;
   }
-  printf("[ fuzz     ] 4000 mutated files: %d accepted and usable, %d refused\n", ok, refused);
+  printf("[ fuzz     ] %d mutated files: %d accepted and usable, %d refused\n", kTrials, ok, refused);
   EXPECT_GT(refused, 0);
 }
 
