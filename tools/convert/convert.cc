@@ -34,8 +34,9 @@ SourceKind detect_source(const std::string& path) {
   if (ends_with(".gguf")) return SourceKind::Gguf;  // bad magic: the reader says so
   if (ends_with("config.json") || ends_with(".safetensors") || ends_with(".safetensors.index.json"))
     return SourceKind::HuggingFace;
-  if (ends_with(".bin") && f->size() >= 28) return SourceKind::Llama2c;
-  return SourceKind::Unknown;
+  // Anything else is read as a llama2.c checkpoint (usually ".bin"; the files have no magic):
+  // its reader checks the header against the file size and says what does not fit.
+  return SourceKind::Llama2c;
 }
 
 const char* source_kind_name(SourceKind k) {
