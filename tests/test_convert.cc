@@ -941,6 +941,7 @@ struct TinyHf {
   std::string dtype = "BF16";
   bool bad_offsets = false;
   bool drop_lm_head = false;
+  bool sharded = false;
   uint32_t D = 32, L = 1, NH = 2, NKV = 1, F = 64;
   std::vector<std::string> vocab = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b",
                                     "\xE2\x96\x81" "a", "ab", "<0x0A>", "<|im_end|>"};
@@ -973,11 +974,17 @@ struct TinyHf {
       shapes.push_back({p + "mlp.up_proj.weight", {F, D}});
       shapes.push_back({p + "mlp.down_proj.weight", {D, F}});
     }
-    json hdr = json::object();
+    json hdr = json::object(), hdr2 = json::object();
     hdr["__metadata__"] = {{"format", "pt"}};
-    std::string data;
+    std::string data, data2;
+    json weight_map = json::object();
     std::mt19937 rng(5);
-    for (const auto& s : shapes) {
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      const auto& s = shapes[k];
+      const bool second = sharded && k % 2 == 1;  // sharded: alternate tensors between files
+      json& hd = second ? hdr2 : hdr;
+      std::string& dd = second ? data2 : data;
+      weight_map[s.first] = second ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
       uint64_t n = 1;
       for (uint64_t d : s.second) n *= d;
       std::string bytes;
@@ -987,17 +994,27 @@ struct TinyHf {
         const uint16_t v = dtype == "BF16" ? static_cast<uint16_t>(h & 0xBFFF) : static_cast<uint16_t>(h & 0xBBFF);
         bytes.append(reinterpret_cast<const char*>(&v), 2);
       }
-      const uint64_t b = data.size();
+      const uint64_t b = dd.size();
       uint64_t e = b + bytes.size();
       if (bad_offsets && s.first == "model.norm.weight") e += 1000000;
-      hdr[s.first] = {{"dtype", dtype}, {"shape", s.second}, {"data_offsets", {b, e}}};
+      hd[s.first] = {{"dtype", dtype}, {"shape", s.second}, {"data_offsets", {b, e}}};
       raw[s.first] = bytes;
-      data += bytes;
+      dd += bytes;
     }
-    std::string h = hdr.dump();
-    const uint64_t hn = h.size();
-    write_file(dir + "/model.safetensors",
-               std::string(reinterpret_cast<const char*>(&hn), 8) + h + data);
+    auto st_file = [](const json& header, const std::string& payload) {
+      const std::string h = header.dump();
+      const uint64_t hn = h.size();
+      return std::string(reinterpret_cast<const char*>(&hn), 8) + h + payload;
+    };
+    if (sharded) {
+      write_file(dir + "/model-00001-of-00002.safetensors", st_file(hdr, data));
+      write_file(dir + "/model-00002-of-00002.safetensors", st_file(hdr2, data2));
+      write_file(dir + "/model.safetensors.index.json",
+                 json({{"metadata", {{"total_size", data.size() + data2.size()}}},
+                       {"weight_map", weight_map}}).dump());
+    } else {
+      write_file(dir + "/model.safetensors", st_file(hdr, data));
+    }
     // tokenizer.json: BPE, merges as strings and as pairs; added special token.
     json v = json::object();
     for (size_t i = 0; i < vocab.size(); ++i) v[vocab[i]] = i;
@@ -1028,8 +1045,11 @@ struct TinyHf {
 };
 
 TEST(ConvertHf, SyntheticDirectoryConvertsExactly) {
-  for (const char* dtype : {"BF16", "F16"}) {
+  for (const char* dtype : {"BF16", "F16", "F16-sharded"}) {
+    SCOPED_TRACE(dtype);
     TinyHf hf;
+    hf.sharded = std::string(dtype) == "F16-sharded";
+    if (hf.sharded) dtype = "F16";
     hf.dtype = dtype;
     const std::string dir = hf.write();
     Converted c;
