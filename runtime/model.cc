@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "tokenizer.h"
@@ -18,9 +19,9 @@ struct Expect {
   bool required;
 };
 
-// The tensors a Llama-family model must (or may) have, with their shapes.
-// Returns the number written to `out` (capacity checked by the caller's loop).
-uint32_t llama_expect(const Hparams& h, uint32_t layer, Expect* out) {
+// The tensors a layer must (or may) have, with their shapes, for the model's flags.
+// Returns the number written to `out` (at most 16).
+uint32_t layer_expect(const Hparams& h, uint32_t layer, Expect* out) {
   const int32_t l = static_cast<int32_t>(layer);
   uint32_t n = 0;
   out[n++] = {TensorRole::AttnNorm, l, 0, h.dim, true};
@@ -32,8 +33,23 @@ uint32_t llama_expect(const Hparams& h, uint32_t layer, Expect* out) {
   out[n++] = {TensorRole::FfnGate, l, h.ffn_dim, h.dim, true};
   out[n++] = {TensorRole::FfnDown, l, h.dim, h.ffn_dim, true};
   out[n++] = {TensorRole::FfnUp, l, h.ffn_dim, h.dim, true};
+  if (h.qkv_bias) {
+    out[n++] = {TensorRole::Bq, l, 0, h.q_dim, true};
+    out[n++] = {TensorRole::Bk, l, 0, h.kv_dim, true};
+    out[n++] = {TensorRole::Bv, l, 0, h.kv_dim, true};
+  }
+  if (h.qk_norm) {
+    out[n++] = {TensorRole::QNorm, l, 0, h.head_dim, true};
+    out[n++] = {TensorRole::KNorm, l, 0, h.head_dim, true};
+  }
+  if (h.post_norms) {
+    out[n++] = {TensorRole::PostAttnNorm, l, 0, h.dim, true};
+    out[n++] = {TensorRole::PostFfnNorm, l, 0, h.dim, true};
+  }
   return n;
 }
+
+bool finite_nonneg(float x) { return x == x && x >= 0.0f && x < 1e30f; }
 
 Status check_hparams(const fb::Architecture* a, Hparams* h, ErrorSink* err) {
   RLM_CHECK(a != nullptr, RLM_ERR_MODEL_HPARAMS, err, "model has no architecture table");
@@ -74,20 +90,63 @@ Status check_hparams(const fb::Architecture* a, Hparams* h, ErrorSink* err) {
   RLM_CHECK(static_cast<uint32_t>(h->rope_style) <= static_cast<uint32_t>(fb::RopeStyle::MAX),
             RLM_ERR_MODEL_HPARAMS, err, "unknown rope_style %u", (unsigned)h->rope_style);
 
-  // Features this build runs (issue #6 adds the other families).
-  RLM_CHECK(h->family == fb::Family::Llama, RLM_ERR_MODEL_UNSUPPORTED, err,
-            "model family %s is not supported by this build",
-            fb::EnumNameFamily(h->family)[0] ? fb::EnumNameFamily(h->family) : "(unknown)");
-  RLM_CHECK(a->activation() == fb::Activation::SiLU, RLM_ERR_MODEL_UNSUPPORTED, err,
-            "activation %u not supported", (unsigned)a->activation());
-  RLM_CHECK(a->rope_scaling() == fb::RopeScaling::None, RLM_ERR_MODEL_UNSUPPORTED, err,
-            "rope scaling %u not supported", (unsigned)a->rope_scaling());
-  RLM_CHECK(!a->qkv_bias() && !a->qk_norm() && a->norm_weight_offset() == 0.0f &&
-                a->embedding_scale() == 1.0f && a->attn_logit_softcap() == 0.0f &&
-                a->final_logit_softcap() == 0.0f && a->sliding_window() == 0,
-            RLM_ERR_MODEL_UNSUPPORTED, err,
-            "architecture flags (bias / qk-norm / gemma norms / soft-cap / sliding window) "
-            "are not supported by this build");
+  h->activation = a->activation();
+  RLM_CHECK(static_cast<uint32_t>(h->family) <= static_cast<uint32_t>(fb::Family::MAX),
+            RLM_ERR_MODEL_UNSUPPORTED, err, "unknown model family %u", (unsigned)h->family);
+  RLM_CHECK(static_cast<uint32_t>(h->activation) <= static_cast<uint32_t>(fb::Activation::MAX),
+            RLM_ERR_MODEL_UNSUPPORTED, err, "unknown activation %u", (unsigned)h->activation);
+  h->rope_scaling = a->rope_scaling();
+  h->rope_factor = a->rope_scaling_factor();
+  h->rope_low_freq_factor = a->rope_low_freq_factor();
+  h->rope_high_freq_factor = a->rope_high_freq_factor();
+  h->rope_original_context = a->rope_original_context();
+  RLM_CHECK(static_cast<uint32_t>(h->rope_scaling) <= static_cast<uint32_t>(fb::RopeScaling::MAX),
+            RLM_ERR_MODEL_UNSUPPORTED, err, "unknown rope scaling %u", (unsigned)h->rope_scaling);
+  if (h->rope_scaling != fb::RopeScaling::None) {
+    RLM_CHECK(h->rope_factor >= 1.0f && h->rope_factor <= 1024.0f, RLM_ERR_MODEL_HPARAMS, err,
+              "rope scaling factor %g out of [1, 1024]", (double)h->rope_factor);
+  }
+  if (h->rope_scaling == fb::RopeScaling::Llama3) {
+    RLM_CHECK(h->rope_original_context >= 1 && h->rope_low_freq_factor > 0.0f &&
+                  h->rope_high_freq_factor > h->rope_low_freq_factor &&
+                  h->rope_high_freq_factor < 1e6f,
+              RLM_ERR_MODEL_HPARAMS, err, "llama3 rope scaling parameters inconsistent");
+  }
+  h->rope_theta_local = a->rope_theta_local() > 0.0f ? a->rope_theta_local() : h->rope_theta;
+  RLM_CHECK(h->rope_theta_local < 1e12f, RLM_ERR_MODEL_HPARAMS, err, "rope_theta_local too large");
+  h->qkv_bias = a->qkv_bias();
+  h->qk_norm = a->qk_norm();
+  h->post_norms = h->family == fb::Family::Gemma2 || h->family == fb::Family::Gemma3;
+  // The converter bakes Gemma's (1 + w) into the stored norm weights; a file that asks the
+  // reader to add an offset is from a writer this reader does not know.
+  RLM_CHECK(a->norm_weight_offset() == 0.0f, RLM_ERR_MODEL_UNSUPPORTED, err,
+            "norm_weight_offset %g: norm weights must be stored with the offset applied",
+            (double)a->norm_weight_offset());
+  h->embedding_scale = a->embedding_scale();
+  RLM_CHECK(finite_nonneg(h->embedding_scale) && h->embedding_scale > 0.0f, RLM_ERR_MODEL_HPARAMS,
+            err, "embedding_scale out of range");
+  const float qpas = a->query_pre_attn_scalar();
+  RLM_CHECK(finite_nonneg(qpas), RLM_ERR_MODEL_HPARAMS, err, "query_pre_attn_scalar out of range");
+  h->attn_scale = 1.0f / sqrtf(qpas > 0.0f ? qpas : static_cast<float>(h->head_dim));
+  h->attn_softcap = a->attn_logit_softcap();
+  h->final_softcap = a->final_logit_softcap();
+  RLM_CHECK(finite_nonneg(h->attn_softcap) && finite_nonneg(h->final_softcap),
+            RLM_ERR_MODEL_HPARAMS, err, "soft-cap values out of range");
+  h->sliding_window = a->sliding_window();
+  h->layer_is_local = nullptr;
+  h->has_local_layers = false;
+  if (const auto* local = a->layer_is_local()) {
+    RLM_CHECK(local->size() == 0 || local->size() == h->n_layers, RLM_ERR_MODEL_HPARAMS, err,
+              "layer_is_local has %u entries for %u layers", local->size(), h->n_layers);
+    if (local->size() == h->n_layers) {
+      h->layer_is_local = reinterpret_cast<const uint8_t*>(local->data());
+      for (uint32_t l = 0; l < h->n_layers; ++l) h->has_local_layers |= h->layer_is_local[l] != 0;
+    }
+  }
+  if (h->has_local_layers) {
+    RLM_CHECK(h->sliding_window >= 1 && h->sliding_window <= kMaxContext, RLM_ERR_MODEL_HPARAMS,
+              err, "local layers need a sliding_window in [1, %u]", kMaxContext);
+  }
   return RLM_OK;
 }
 
@@ -215,6 +274,7 @@ Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink
       {TensorRole::TokenEmbedding, -1, h.vocab_size, h.dim, true},
       {TensorRole::OutputNorm, -1, 0, h.dim, true},
       {TensorRole::Output, -1, h.vocab_size, h.dim, !h.tied_embeddings},
+      {TensorRole::RopeFreqs, -1, 0, h.head_dim / 2, false},
   };
   for (const Expect& e : globals) {
     RLM_RETURN_IF_ERROR(check_expected(*out, e, err));
@@ -222,7 +282,7 @@ Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink
   }
   Expect per_layer[16];
   for (uint32_t l = 0; l < h.n_layers; ++l) {
-    const uint32_t n = llama_expect(h, l, per_layer);
+    const uint32_t n = layer_expect(h, l, per_layer);
     for (uint32_t i = 0; i < n; ++i) {
       RLM_RETURN_IF_ERROR(check_expected(*out, per_layer[i], err));
       expected += count_tensor(root, per_layer[i].role, per_layer[i].layer);
@@ -234,6 +294,17 @@ Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink
   }
   RLM_CHECK(expected == out->n_tensors, RLM_ERR_MODEL_TENSOR, err,
             "model has %u tensors this family does not use", out->n_tensors - expected);
+
+  // RoPE frequency factors divide the frequencies: they must be finite and positive.
+  if (const fb::Tensor* rf = model_find_tensor(*out, TensorRole::RopeFreqs, -1)) {
+    const uint8_t* d = p + rf->offset();
+    for (uint32_t i = 0; i < h.head_dim / 2; ++i) {
+      float f;
+      memcpy(&f, d + 4 * i, 4);
+      RLM_CHECK(f > 0.0f && f < 1e30f, RLM_ERR_MODEL_HPARAMS, err,
+                "rope_freqs[%u] = %g is not a positive finite factor", i, (double)f);
+    }
+  }
 
   RLM_RETURN_IF_ERROR(verify_tokenizer(root->tokenizer(), h.vocab_size, err));
   return RLM_OK;

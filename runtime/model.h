@@ -46,7 +46,26 @@ struct Hparams {
   float rope_theta, norm_eps;
   fb::RopeStyle rope_style;
   bool tied_embeddings;
+  fb::Activation activation;
+  fb::RopeScaling rope_scaling;
+  float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+  uint32_t rope_original_context;
+  float rope_theta_local;       // RoPE base of sliding-window layers
+  bool qkv_bias;                // Bq/Bk/Bv present (Qwen2)
+  bool qk_norm;                 // per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)
+  bool post_norms;              // PostAttnNorm / PostFfnNorm around the blocks (Gemma 2/3)
+  float embedding_scale;        // x *= this after the embedding lookup (Gemma: sqrt(dim))
+  float attn_scale;             // score scale: 1/sqrt(query_pre_attn_scalar or head_dim)
+  float attn_softcap;           // 0 = off; else score = cap * tanh(score / cap)
+  float final_softcap;          // 0 = off; same on the logits
+  uint32_t sliding_window;      // window of local layers (0 = none)
+  const uint8_t* layer_is_local;  // (n_layers) or null; borrows the model bytes
+  bool has_local_layers;
 };
+
+inline bool layer_is_local(const Hparams& h, uint32_t l) {
+  return h.layer_is_local != nullptr && h.layer_is_local[l] != 0;
+}
 
 struct ModelImpl {
   const uint8_t* bytes;        // borrowed: the whole file

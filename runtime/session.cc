@@ -291,18 +291,19 @@ Status session_rewind(SessionImpl* s, uint32_t position) {
             "rewind to %u beyond position %u", position, s->n_past);
   RLM_CHECK(!kv_wrapped(s->tf.kv, s->n_past) || position == s->n_past, RLM_ERR_REWIND, &err,
             "the ring has wrapped (position %u > %u slots): earlier positions are overwritten",
-            s->n_past, s->tf.kv.n_ctx);
+            s->n_past, s->tf.kv.geom[kKvGlobal].n_ctx);
   s->n_past = position;
   s->n_pending = 0;
   s->has_last = false;
   s->logits_ready = false;
   // Rebuild the decode context and penalty window from the tokens the ring still holds.
   const KvRing& kv = s->tf.kv;
-  s->prev_token = position > 0 ? kv.tokens[kv_slot(kv, position - 1)] : -1;
+  const KvGeom& g = kv.geom[kKvGlobal];
+  s->prev_token = position > 0 ? kv.tokens[kv_slot(g, position - 1)] : -1;
   s->n_history = 0;
   const uint32_t w = s->cfg.penalty_window;
   for (uint32_t p = position > w ? position - w : 0; p < position; ++p) {
-    history_push(s, kv.tokens[kv_slot(kv, p)]);
+    history_push(s, kv.tokens[kv_slot(g, p)]);
   }
   begin_turn(s);
   return RLM_OK;

@@ -1,6 +1,7 @@
-// SentencePiece-style BPE over the model's tokenizer tables, with no allocation.
+// BPE over the model's tokenizer tables, with no allocation: SentencePiece-style (below) and
+// GPT-2 style byte-level (see BYTE-LEVEL further down and tokenizer.h).
 //
-// ENCODE (tokenize)
+// ENCODE (tokenize, SentencePiece tables)
 //   1. Normalise: for SentencePiece tables every ' ' becomes "▁" (U+2581), as llama.cpp does for
 //      every SPM vocab; with add_space_prefix a "▁" is also prepended (not for empty text).
 //   2. Split into symbols, one per UTF-8 character. Validation is strict (no overlongs,
@@ -26,11 +27,26 @@
 //
 // SCRATCH LAYOUT (8-aligned, from the caller): Sym[len + 1], heap keys uint64[len + 1],
 // normalised text uint8[3 * len + 3] (+ alignment slack). 39 bytes per input byte.
+//
+// BYTE-LEVEL (ByteLevel tables; the rules are in tokenizer.h)
+//   Special tokens: the ids of Control/UserDefined tokens are collected into scratch and sorted
+//   by piece bytes (heap sort, ties by id), with a bitmap of their first bytes. At a text
+//   position whose byte is in the bitmap, the longest special piece that prefixes the text is
+//   found by narrowing binary searches: take the greatest piece <= the candidate text x; if it
+//   is a prefix of x it is the answer, else no prefix of x is longer than their common prefix,
+//   so x shrinks to it and the search repeats (at most a few rounds).
+//   Pre-tokenizer: next_word() is a state machine per regex that decodes UTF-8 on the fly with
+//   bounded lookahead (one character, or one whitespace run), so splitting is O(len).
+//   Words: symbols are the word's bytes, each with the id of its GPT-2 character piece (looked
+//   up once per byte value per call and cached in scratch); merging is the SentencePiece heap
+//   above keyed by merge rank, over one word at a time.
+//   Scratch: int32[256] byte ids, uint32[n_special] special ids, Sym[len], uint64[len] heap keys.
 #include "tokenizer.h"
 
 #include <string.h>
 
 #include "model.h"
+#include "unicode.h"
 
 namespace ringlm {
 
@@ -292,6 +308,374 @@ inline void emit(int32_t id, int32_t* out, size_t cap, size_t* count) {
 
 constexpr size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
+// ---- byte-level BPE -------------------------------------------------------------------------
+
+constexpr uint32_t kTypeSpecial = (1u << static_cast<uint32_t>(TokenType::Control)) |
+                                  (1u << static_cast<uint32_t>(TokenType::UserDefined));
+constexpr uint32_t kTypeControl = 1u << static_cast<uint32_t>(TokenType::Control);
+constexpr uint32_t kTypeUserDefined = 1u << static_cast<uint32_t>(TokenType::UserDefined);
+constexpr uint32_t kTypeUnknown = 1u << static_cast<uint32_t>(TokenType::Unknown);
+constexpr uint32_t kTypeNormal = 1u << static_cast<uint32_t>(TokenType::Normal);
+
+// Upper bound of special tokens by type (pieces not looked at), O(vocab).
+uint32_t count_special_types(const fb::Tokenizer* tok) {
+  const auto* types = tok ? tok->types() : nullptr;
+  if (!types) return 0;
+  uint32_t n = 0;
+  const uint32_t count = types->size();
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t t = static_cast<uint32_t>(types->Get(i));
+    if (t < 32 && ((1u << t) & kTypeSpecial)) ++n;
+  }
+  return n;
+}
+
+size_t byte_level_scratch_bytes(size_t text_len, uint32_t n_special) {
+  return 8 + align8(256 * sizeof(int32_t)) + align8(size_t{n_special} * sizeof(uint32_t)) +
+         align8(text_len * sizeof(Sym)) + align8(text_len * sizeof(uint64_t));
+}
+
+// Character classes as the pre-tokenizers read them; None is "outside the text being split".
+enum class Cls : uint8_t { Other, Letter, Number, Space, None };
+
+struct Splitter {
+  const uint8_t* s;
+  size_t end;         // the text being split is s[0, end)
+  bool digits_alone;  // StarCoder: \p{N} characters are boundaries (read as None)
+
+  Cls raw(size_t p, size_t* len) const {
+    if (p >= end) {
+      *len = 0;
+      return Cls::None;
+    }
+    return static_cast<Cls>(utf8_class(s + p, end - p, len));
+  }
+  Cls at(size_t p, size_t* len) const {
+    const Cls c = raw(p, len);
+    return (digits_alone && c == Cls::Number) ? Cls::None : c;
+  }
+  Cls at(size_t p) const {
+    size_t len;
+    return at(p, &len);
+  }
+  bool is_byte(size_t p, uint8_t b) const { return p < end && s[p] == b; }
+  bool is_crlf(size_t p) const { return p < end && (s[p] == '\r' || s[p] == '\n'); }
+};
+
+inline uint8_t ascii_lower(uint8_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+
+// 's|'t|'re|'ve|'m|'ll|'d (case-insensitive when `fold`): the match length at p, or 0.
+size_t contraction(const Splitter& sp, size_t p, bool fold) {
+  if (!sp.is_byte(p, '\'') || p + 1 >= sp.end) return 0;
+  const uint8_t a = fold ? ascii_lower(sp.s[p + 1]) : sp.s[p + 1];
+  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+  if (p + 2 >= sp.end) return 0;
+  const uint8_t b = fold ? ascii_lower(sp.s[p + 2]) : sp.s[p + 2];
+  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+  return 0;
+}
+
+// End of the word at p (p < end) for
+// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+size_t gpt2_word(const Splitter& sp, size_t p) {
+  if (const size_t n = contraction(sp, p, false)) return p + n;
+  size_t l0, len;
+  const Cls c0 = sp.at(p, &l0);
+  const bool space = sp.s[p] == ' ';
+  const Cls c2 = space ? sp.at(p + 1) : c0;
+  if (c2 == Cls::Letter || c2 == Cls::Number || c2 == Cls::Other) {  //  ?X+
+    size_t q = p + (space ? 1 : 0);
+    while (sp.at(q, &len) == c2) q += len;
+    return q;
+  }
+  size_t q = p, last = p, n = 0;
+  while (sp.at(q, &len) == Cls::Space) {
+    last = q;
+    q += len;
+    ++n;
+  }
+  if (n > 1 && sp.at(q) != Cls::None) return last;  // \s+(?!\S): leave the last one
+  if (n > 0) return q;                               // \s+
+  return p + (l0 ? l0 : 1);
+}
+
+// End of the word at p (p < end) for (max_digits 3: Llama3, 1: Qwen2)
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+// \s*[\r\n]+|\s+(?!\S)|\s+
+size_t llama3_word(const Splitter& sp, size_t p, uint32_t max_digits) {
+  if (const size_t n = contraction(sp, p, true)) return p + n;
+  size_t l0, len;
+  const Cls c0 = sp.at(p, &l0);
+  if (l0 == 0) return p + 1;
+  if (!sp.is_crlf(p) && c0 != Cls::Number) {  // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (c0 == Cls::Letter || sp.at(p + l0) == Cls::Letter) {
+      size_t q = p + l0;
+      while (sp.at(q, &len) == Cls::Letter) q += len;
+      return q;
+    }
+  }
+  if (c0 == Cls::Number) {  // \p{N}{1,max}
+    size_t q = p;
+    for (uint32_t k = 0; k < max_digits && sp.at(q, &len) == Cls::Number; ++k) q += len;
+    return q;
+  }
+  const bool space = sp.s[p] == ' ';
+  const Cls c2 = space ? sp.at(p + 1) : c0;
+  if (c2 == Cls::Other) {  //  ?[^\s\p{L}\p{N}]+[\r\n]*
+    size_t q = p + (space ? 1 : 0);
+    while (sp.at(q, &len) == Cls::Other) q += len;
+    while (sp.is_crlf(q)) ++q;
+    return q;
+  }
+  size_t q = p, last = p, n = 0, crlf_end = 0;
+  while (sp.at(q, &len) == Cls::Space) {
+    if (sp.is_crlf(q)) crlf_end = q + 1;
+    last = q;
+    q += len;
+    ++n;
+  }
+  if (crlf_end) return crlf_end;                     // \s*[\r\n]+
+  if (n > 1 && sp.at(q) != Cls::None) return last;  // \s+(?!\S)
+  if (n > 0) return q;                               // \s+
+  return p + l0;
+}
+
+// End of the pre-tokenizer word starting at p in s[0, end), in (p, end].
+size_t next_word(fb::PreTokenizer pre, const uint8_t* s, size_t p, size_t end) {
+  Splitter sp{s, end, false};
+  size_t q;
+  switch (pre) {
+    case fb::PreTokenizer::Gpt2:
+      q = gpt2_word(sp, p);
+      break;
+    case fb::PreTokenizer::Llama3:
+      q = llama3_word(sp, p, 3);
+      break;
+    case fb::PreTokenizer::Qwen2:
+      q = llama3_word(sp, p, 1);
+      break;
+    case fb::PreTokenizer::StarCoder: {
+      size_t len;
+      if (sp.raw(p, &len) == Cls::Number) {
+        q = p + len;
+      } else {
+        sp.digits_alone = true;
+        q = gpt2_word(sp, p);
+      }
+      break;
+    }
+    default:
+      q = end;
+      break;
+  }
+  if (q <= p) q = p + 1;  // defensive: always progress
+  return q < end ? q : end;
+}
+
+inline const flatbuffers::String* piece_of(const fb::Tokenizer* tok, uint32_t id) {
+  return tok->pieces()->Get(id);
+}
+
+// Order of special ids: piece bytes, then id.
+inline bool special_less(const fb::Tokenizer* tok, uint32_t a, uint32_t b) {
+  const flatbuffers::String* pb = piece_of(tok, b);
+  const int c = compare_piece(piece_of(tok, a), reinterpret_cast<const uint8_t*>(pb->data()),
+                              pb->size());
+  return c != 0 ? c < 0 : a < b;
+}
+
+void sort_specials(const fb::Tokenizer* tok, uint32_t* v, uint32_t n) {
+  auto sift = [&](uint32_t root, uint32_t size) {
+    const uint32_t x = v[root];
+    for (;;) {
+      uint32_t child = 2 * root + 1;
+      if (child >= size) break;
+      if (child + 1 < size && special_less(tok, v[child], v[child + 1])) ++child;
+      if (!special_less(tok, x, v[child])) break;
+      v[root] = v[child];
+      root = child;
+    }
+    v[root] = x;
+  };
+  for (uint32_t i = n / 2; i-- > 0;) sift(i, n);
+  for (uint32_t end = n; end > 1; --end) {
+    const uint32_t t = v[0];
+    v[0] = v[end - 1];
+    v[end - 1] = t;
+    sift(0, end - 1);
+  }
+}
+
+struct ByteLevelEncoder {
+  const fb::Tokenizer* tok;
+  int32_t* byte_ids;  // [256]; -2: not looked up yet
+  const uint32_t* specials;
+  uint32_t n_specials;
+  size_t max_special;
+  uint32_t first_bytes[8];
+  Sym* syms;
+  uint64_t* keys;
+  bool ignore_merges;
+  bool has_merges;
+  int32_t unk;
+  int32_t* out;
+  size_t cap;
+  size_t count;
+
+  int32_t byte_id(uint8_t b) {
+    int32_t& id = byte_ids[b];
+    if (id == -2) {
+      uint8_t u[2];
+      const size_t n = gpt2_byte_to_utf8(b, u);
+      id = find_piece(tok, u, n, kTypeMergeable);
+    }
+    return id;
+  }
+  void emit_id(int32_t id) { emit(id, out, cap, &count); }
+  void emit_byte(uint8_t b) {
+    const int32_t id = byte_id(b);
+    if (id >= 0) {
+      emit_id(id);
+    } else if (unk >= 0) {
+      emit_id(unk);
+    }
+  }
+
+  void collect_specials(uint32_t* buf, uint32_t buf_cap) {
+    const uint32_t vocab = tok->pieces()->size();
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < vocab && n < buf_cap; ++id) {
+      if ((type_bit(tok, id) & kTypeSpecial) && piece_of(tok, id)->size() > 0) buf[n++] = id;
+    }
+    sort_specials(tok, buf, n);
+    specials = buf;
+    n_specials = n;
+    max_special = 0;
+    memset(first_bytes, 0, sizeof(first_bytes));
+    for (uint32_t i = 0; i < n; ++i) {
+      const flatbuffers::String* p = piece_of(tok, buf[i]);
+      const size_t m = p->size() < kMaxPieceBytes ? p->size() : kMaxPieceBytes;
+      if (m > max_special) max_special = m;
+      const uint8_t b = static_cast<uint8_t>(p->data()[0]);
+      first_bytes[b >> 5] |= 1u << (b & 31);
+    }
+  }
+
+  bool may_start_special(uint8_t b) const { return (first_bytes[b >> 5] >> (b & 31)) & 1u; }
+
+  // The lowest-id special token whose piece is the longest prefix of s[0, n), or -1.
+  int32_t match_special(const uint8_t* s, size_t n, size_t* match_len) const {
+    size_t x = n < max_special ? n : max_special;
+    while (x > 0) {
+      uint32_t lo = 0, hi = n_specials;  // first piece > s[0, x)
+      while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (compare_piece(piece_of(tok, specials[mid]), s, x) <= 0) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      if (lo == 0) return -1;
+      const flatbuffers::String* p = piece_of(tok, specials[lo - 1]);
+      const uint8_t* pd = reinterpret_cast<const uint8_t*>(p->data());
+      const size_t pn = p->size();
+      size_t l = 0;
+      while (l < pn && l < x && pd[l] == s[l]) ++l;
+      if (l == pn) {  // a prefix of the text: the longest one left
+        if (l == 0) return -1;
+        uint32_t j = lo - 1;
+        while (j > 0 && compare_piece(piece_of(tok, specials[j - 1]), pd, pn) == 0) --j;
+        *match_len = l;
+        return static_cast<int32_t>(specials[j]);
+      }
+      if (l >= x) return -1;  // cannot happen for a sorted list
+      x = l;  // no prefix of s[0, x) is longer than the common part
+    }
+    return -1;
+  }
+
+  void word(const uint8_t* w, size_t n) {
+    if (n == 1) {
+      emit_byte(w[0]);
+      return;
+    }
+    if (ignore_merges && n <= kMaxPieceBytes) {
+      uint8_t buf[2 * kMaxPieceBytes];
+      size_t m = 0;
+      for (size_t k = 0; k < n; ++k) m += gpt2_byte_to_utf8(w[k], buf + m);
+      if (m <= kMaxPieceBytes) {
+        const int32_t id = find_piece(tok, buf, m, kTypeMergeable);
+        if (id >= 0) {
+          emit_id(id);
+          return;
+        }
+      }
+    }
+    if (!has_merges) {
+      for (size_t k = 0; k < n; ++k) emit_byte(w[k]);
+      return;
+    }
+    const int32_t ns = static_cast<int32_t>(n);
+    for (int32_t k = 0; k < ns; ++k) {
+      Sym& s = syms[k];
+      s.prev = k - 1;
+      s.next = k + 1 < ns ? k + 1 : -1;
+      s.start = static_cast<uint32_t>(k);
+      s.n = 1;
+      s.id = byte_id(w[k]);
+      s.pair_id = -1;
+      s.heap_pos = -1;
+    }
+    Encoder enc;
+    enc.tok = tok;
+    enc.text = w;
+    enc.syms = syms;
+    enc.heap.keys = keys;
+    enc.heap.size = 0;
+    enc.heap.syms = syms;
+    enc.use_merges = true;
+    for (int32_t k = 0; k + 1 < ns; ++k) enc.refresh_pair(k);
+    enc.run();
+    for (int32_t i = 0; i >= 0; i = syms[i].next) {
+      const Sym& s = syms[i];
+      if (s.id >= 0) {
+        emit_id(s.id);
+      } else {
+        for (uint32_t k = 0; k < s.n; ++k) emit_byte(w[s.start + k]);
+      }
+    }
+  }
+
+  void fragment(fb::PreTokenizer pre, const uint8_t* s, size_t n) {
+    for (size_t p = 0; p < n;) {
+      const size_t q = next_word(pre, s, p, n);
+      word(s + p, q - p);
+      p = q;
+    }
+  }
+
+  void encode(fb::PreTokenizer pre, const uint8_t* text, size_t len, bool parse_special) {
+    size_t start = 0;
+    if (parse_special && n_specials > 0) {
+      for (size_t i = 0; i < len;) {
+        size_t m = 0;
+        const int32_t id =
+            may_start_special(text[i]) ? match_special(text + i, len - i, &m) : -1;
+        if (id < 0) {
+          ++i;
+          continue;
+        }
+        fragment(pre, text + start, i - start);
+        emit_id(id);
+        i += m;
+        start = i;
+      }
+    }
+    fragment(pre, text + start, len - start);
+  }
+};
+
 }  // namespace
 
 Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab, ErrorSink* err) {
@@ -369,22 +753,49 @@ Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab, ErrorSink* err
 
 size_t tokenize_scratch_bytes(const fb::Tokenizer* tok, size_t text_len) {
   if (text_len > kMaxTokenizeText) return SIZE_MAX;
+  if (tok && tok->kind() == fb::TokenizerKind::ByteLevel) {
+    return byte_level_scratch_bytes(text_len, count_special_types(tok));
+  }
   const size_t n_sym = text_len + 1;       // one per byte at most, plus the "▁" prefix
   const size_t n_text = 3 * text_len + 3;  // every byte may become "▁"
   return 8 + align8(n_sym * sizeof(Sym)) + align8(n_sym * sizeof(uint64_t)) + align8(n_text);
 }
 
+size_t pretokenize(fb::PreTokenizer pre, const char* text, size_t len, uint32_t* ends,
+                   size_t cap) {
+  if (!text || len > kMaxTokenizeText) return 0;
+  const uint8_t* s = reinterpret_cast<const uint8_t*>(text);
+  size_t n = 0;
+  for (size_t p = 0; p < len;) {
+    const size_t q = next_word(pre, s, p, len);
+    if (ends && n < cap) ends[n] = static_cast<uint32_t>(q);
+    ++n;
+    p = q;
+  }
+  return n;
+}
+
 Status tokenize(const fb::Tokenizer* tok, uint32_t vocab_size, const char* text, size_t len,
                 bool add_bos, int32_t* out, size_t cap, size_t* n_out, void* scratch,
                 size_t scratch_size, ErrorSink* err) {
+  return tokenize_ex(tok, vocab_size, text, len,
+                     kTokenizeParseSpecial | (add_bos ? kTokenizeAddBos : 0u), out, cap, n_out,
+                     scratch, scratch_size, err);
+}
+
+Status tokenize_ex(const fb::Tokenizer* tok, uint32_t vocab_size, const char* text, size_t len,
+                   uint32_t flags, int32_t* out, size_t cap, size_t* n_out, void* scratch,
+                   size_t scratch_size, ErrorSink* err) {
   RLM_CHECK(n_out != nullptr, RLM_ERR_INVALID_ARGUMENT, err, "n_out is null");
   *n_out = 0;
   RLM_CHECK(tok != nullptr && tok->pieces() && tok->pieces()->size() == vocab_size &&
                 tok->sorted_ids() && tok->sorted_ids()->size() == vocab_size && tok->types() &&
                 tok->types()->size() == vocab_size,
             RLM_ERR_MODEL_TOKENIZER, err, "tokenizer tables missing or not verified");
-  RLM_CHECK(tok->kind() == fb::TokenizerKind::SentencePiece, RLM_ERR_MODEL_UNSUPPORTED, err,
-            "tokenizer kind %u is not implemented", static_cast<unsigned>(tok->kind()));
+  RLM_CHECK(tok->kind() == fb::TokenizerKind::SentencePiece ||
+                tok->kind() == fb::TokenizerKind::ByteLevel,
+            RLM_ERR_MODEL_UNSUPPORTED, err, "tokenizer kind %u is not implemented",
+            static_cast<unsigned>(tok->kind()));
   RLM_CHECK(text != nullptr || len == 0, RLM_ERR_INVALID_ARGUMENT, err, "text is null");
   RLM_CHECK(out != nullptr || cap == 0, RLM_ERR_INVALID_ARGUMENT, err, "output is null");
   RLM_CHECK(len <= kMaxTokenizeText, RLM_ERR_INVALID_ARGUMENT, err,
@@ -392,6 +803,50 @@ Status tokenize(const fb::Tokenizer* tok, uint32_t vocab_size, const char* text,
   const size_t need = tokenize_scratch_bytes(tok, len);
   RLM_CHECK(scratch != nullptr && scratch_size >= need, RLM_ERR_BUFFER_TOO_SMALL, err,
             "tokenize needs %zu scratch bytes, got %zu", need, scratch ? scratch_size : 0);
+  const bool add_bos = (flags & kTokenizeAddBos) != 0;
+
+  if (tok->kind() == fb::TokenizerKind::ByteLevel) {
+    size_t count = 0;
+    if (add_bos && tok->bos_id() >= 0 && tok->bos_id() < static_cast<int32_t>(vocab_size)) {
+      emit(tok->bos_id(), out, cap, &count);
+    }
+    uint8_t* base = static_cast<uint8_t*>(scratch);
+    base += (8 - (reinterpret_cast<uintptr_t>(base) & 7)) & 7;
+    int32_t* byte_ids = reinterpret_cast<int32_t*>(base);
+    base += align8(256 * sizeof(int32_t));
+    for (int i = 0; i < 256; ++i) byte_ids[i] = -2;
+    const uint32_t n_special_cap = count_special_types(tok);
+    uint32_t* specials = reinterpret_cast<uint32_t*>(base);
+    base += align8(size_t{n_special_cap} * sizeof(uint32_t));
+    Sym* syms = reinterpret_cast<Sym*>(base);
+    base += align8(len * sizeof(Sym));
+    uint64_t* keys = reinterpret_cast<uint64_t*>(base);
+
+    ByteLevelEncoder enc;
+    enc.tok = tok;
+    enc.byte_ids = byte_ids;
+    enc.specials = specials;
+    enc.n_specials = 0;
+    enc.max_special = 0;
+    memset(enc.first_bytes, 0, sizeof(enc.first_bytes));
+    enc.syms = syms;
+    enc.keys = keys;
+    enc.ignore_merges = tok->pre_tokenizer() == fb::PreTokenizer::Llama3;
+    enc.has_merges = tok->merges() && tok->merges()->size() > 0;
+    enc.unk = tok->unk_id() < static_cast<int32_t>(vocab_size) ? tok->unk_id() : -1;
+    enc.out = out;
+    enc.cap = cap;
+    enc.count = count;
+    const bool parse_special = (flags & kTokenizeParseSpecial) != 0;
+    if (parse_special && len > 0) enc.collect_specials(specials, n_special_cap);
+    enc.encode(tok->pre_tokenizer(), reinterpret_cast<const uint8_t*>(text), len,
+               parse_special);
+    count = enc.count;
+    *n_out = count;
+    RLM_CHECK(count <= cap, RLM_ERR_CAPACITY, err, "text needs %zu tokens, capacity is %zu",
+              count, cap);
+    return RLM_OK;
+  }
 
   size_t count = 0;
   if (add_bos && tok->bos_id() >= 0 && tok->bos_id() < static_cast<int32_t>(vocab_size)) {
@@ -489,6 +944,11 @@ int32_t token_lookup(const fb::Tokenizer* tok, const char* piece, size_t len) {
 }
 
 size_t token_text(const fb::Tokenizer* tok, int32_t prev, int32_t token, char* out, size_t cap) {
+  return token_text_ex(tok, prev, token, 0, out, cap);
+}
+
+size_t token_text_ex(const fb::Tokenizer* tok, int32_t prev, int32_t token, uint32_t flags,
+                     char* out, size_t cap) {
   if (!tok || !tok->pieces() || token < 0 ||
       static_cast<uint32_t>(token) >= tok->pieces()->size()) {
     return 0;
@@ -498,6 +958,7 @@ size_t token_text(const fb::Tokenizer* tok, int32_t prev, int32_t token, char* o
   size_t n = p->size();
   if (n > kMaxPieceBytes) n = kMaxPieceBytes;
   const uint32_t tb = type_bit(tok, static_cast<uint32_t>(token));
+  const bool byte_level = tok->kind() == fb::TokenizerKind::ByteLevel;
 
   uint8_t buf[kMaxPieceBytes];
   size_t m = 0;
@@ -515,7 +976,31 @@ size_t token_text(const fb::Tokenizer* tok, int32_t prev, int32_t token, char* o
       memcpy(buf, s, n);  // not of the <0xNN> form: its text as-is
       m = n;
     }
-  } else if (tb & (1u << static_cast<uint32_t>(TokenType::Unknown))) {
+  } else if (tb & kTypeControl) {
+    if (flags & kTokenTextSpecial) {  // its piece text; else nothing
+      memcpy(buf, s, n);
+      m = n;
+    }
+  } else if (byte_level) {
+    if (tb & (kTypeNormal | kTypeUnknown)) {
+      // GPT-2 characters back to bytes; anything else is copied as it is.
+      for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        const size_t cl = utf8_decode(s + i, n - i, &cp);
+        const int b = cp == kInvalidCp ? -1 : gpt2_cp_to_byte(cp);
+        if (b >= 0) {
+          buf[m++] = static_cast<uint8_t>(b);
+        } else {
+          memcpy(buf + m, s + i, cl);
+          m += cl;
+        }
+        i += cl;
+      }
+    } else if (tb & kTypeUserDefined) {
+      memcpy(buf, s, n);
+      m = n;
+    }
+  } else if (tb & kTypeUnknown) {
     // SentencePiece's unk surface (DecodeIds prints " ⁇ " for unknown pieces).
     static const uint8_t kUnk[5] = {' ', 0xE2, 0x81, 0x87, ' '};
     memcpy(buf, kUnk, sizeof(kUnk));
@@ -536,7 +1021,7 @@ size_t token_text(const fb::Tokenizer* tok, int32_t prev, int32_t token, char* o
       --m;
     }
   }
-  // Control and unused tokens contribute nothing.
+  // Unused tokens (and control tokens without kTokenTextSpecial) contribute nothing.
   if (out) memcpy(out, buf, m < cap ? m : cap);
   return m;
 }

@@ -19,30 +19,89 @@ namespace ringlm {
 // tokenize() and token_text() are memory-safe for any input.
 Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab_size, ErrorSink* err);
 
-// Scratch bytes tokenize() needs for a text of `text_len` bytes (about 39 per byte; any
-// alignment). SIZE_MAX when the text is too long to encode (over 256 MiB).
+// Scratch bytes tokenize() needs for a text of `text_len` bytes (any alignment). SentencePiece:
+// about 39 per byte. ByteLevel: about 36 per byte, plus 4 per Control/UserDefined token and
+// 1 KiB (so this scans the token types once, O(vocab)). SIZE_MAX when the text is too long to
+// encode (over 256 MiB).
 size_t tokenize_scratch_bytes(const fb::Tokenizer* tok, size_t text_len);
 
-// Encodes UTF-8 `text` into `out` (capacity `cap`), BOS first when `add_bos` and the model has
-// one (the caller decides; Tokenizer.add_bos is the model's default for it). SentencePiece BPE
-// as llama.cpp's llm_tokenizer_spm: spaces become "▁", a "▁" is prepended to non-empty text when
-// add_space_prefix, then pairs merge by merge rank (merges present) or piece score; characters
-// that end up outside the vocab become <0xNN> byte tokens (byte_fallback), else unk. Only
-// Normal and UserDefined pieces are produced by merging, so text never encodes to a control
-// token. RLM_ERR_CAPACITY when cap is too small (*n_out = the count needed);
-// RLM_ERR_BUFFER_TOO_SMALL when scratch is; RLM_ERR_MODEL_UNSUPPORTED for ByteLevel tables.
-// Invalid UTF-8 is encoded byte-wise through byte fallback (never rejected here).
+// tokenize_ex flags.
+enum TokenizeFlags : uint32_t {
+  kTokenizeAddBos = 1u << 0,        // BOS first (when the model has one)
+  kTokenizeParseSpecial = 1u << 1,  // ByteLevel: special-token text becomes its token
+};
+
+// Encodes UTF-8 `text` into `out` (capacity `cap`), BOS first when kTokenizeAddBos and the
+// model has one (the caller decides; Tokenizer.add_bos is the model's default for it).
+// RLM_ERR_CAPACITY when cap is too small (*n_out = the count needed); RLM_ERR_BUFFER_TOO_SMALL
+// when scratch is. Invalid UTF-8 is never rejected: every byte of the text is encoded.
+//
+// SentencePiece tables: BPE as llama.cpp's llm_tokenizer_spm: spaces become "▁", a "▁" is
+// prepended to non-empty text when add_space_prefix, then pairs merge by merge rank (merges
+// present) or piece score; characters that end up outside the vocab become <0xNN> byte tokens
+// (byte_fallback), else unk. Only Normal and UserDefined pieces are produced by merging, so
+// text never encodes to a control token (kTokenizeParseSpecial is ignored). Invalid UTF-8 goes
+// through byte fallback.
+//
+// ByteLevel tables (GPT-2 style, as llama.cpp's llm_tokenizer_bpe):
+//   1. Special tokens (kTokenizeParseSpecial): every token of type Control or UserDefined with a
+//      non-empty piece is special, whatever its text looks like (GGUF token types; Hugging Face
+//      added_tokens: special -> Control, others -> UserDefined; tiktoken: the Llama 3 specials
+//      128000..128255). The text is scanned left to right and, at each position, the longest
+//      special piece that matches the raw text bytes there becomes its token (the lowest id
+//      among equal pieces); the text between matches is encoded by steps 2-4. Differs from
+//      llama.cpp (which takes the longest special tokens first over the whole text) only when
+//      two special pieces overlap in the text. Without the flag nothing is special.
+//   2. Pre-tokenizer (Tokenizer.pre_tokenizer) splits each piece of text into words: hand-written
+//      equivalents of the regexes (ASCII-case-insensitive contractions for Llama3/Qwen2):
+//        Gpt2      's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//        Llama3    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//                   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//        Qwen2     Llama3 with \p{N} (single digits) for \p{N}{1,3}
+//        StarCoder every \p{N} character alone, then Gpt2 on the text between digits
+//        None      no split
+//      Classes from runtime/unicode_tables.inc (see unicode.h); a byte that is not valid UTF-8 is
+//      a one-byte character of class Other (llama.cpp reads it as U+FFFD) and is kept as is.
+//   3. Each word's bytes map through GPT-2's bytes_to_unicode (one symbol per byte). With the
+//      Llama3 pre-tokenizer a word that is a whole Normal/UserDefined piece is taken directly
+//      (llama.cpp's ignore_merges, which Llama 3 sets); otherwise adjacent symbols merge by
+//      Tokenizer.merges rank (lowest first, leftmost on ties).
+//   4. A symbol left that is not a piece (a byte whose character is missing from the vocab)
+//      becomes unk_id, or nothing when there is none.
+Status tokenize_ex(const fb::Tokenizer* tok, uint32_t vocab_size, const char* text, size_t len,
+                   uint32_t flags, int32_t* out, size_t cap, size_t* n_out, void* scratch,
+                   size_t scratch_size, ErrorSink* err);
+
+// tokenize_ex with kTokenizeParseSpecial, plus kTokenizeAddBos when add_bos.
 Status tokenize(const fb::Tokenizer* tok, uint32_t vocab_size, const char* text, size_t len,
                 bool add_bos, int32_t* out, size_t cap, size_t* n_out, void* scratch,
                 size_t scratch_size, ErrorSink* err);
 
-// The bytes `token` contributes to text when it follows `prev` (-1 for none): "▁" becomes " ",
-// <0xNN> byte tokens become that byte, control and unused tokens become nothing, unknown
-// tokens become " ⁇ " (SentencePiece's unk surface), and when add_space_prefix a leading space
-// of a normal piece at the start of a text (prev == bos_id, or prev == -1) is dropped
-// (SentencePiece's dummy-prefix rule). Writes min(cap, needed) bytes and returns the number
-// needed (at most kMaxPieceBytes); 0 for a token out of range.
+// Splits `text` into the pre-tokenizer's words (step 2 above, no special tokens): writes the end
+// offset of each word to ends[0, min(count, cap)) and returns the count. Words are non-empty
+// and cover the text in order. No allocation, O(len).
+size_t pretokenize(fb::PreTokenizer pre, const char* text, size_t len, uint32_t* ends,
+                   size_t cap);
+
+// The bytes `token` contributes to text when it follows `prev` (-1 for none). Writes
+// min(cap, needed) bytes and returns the number needed (at most kMaxPieceBytes); 0 for a token
+// out of range. Control and unused tokens become nothing; <0xNN> byte tokens become that byte.
+// SentencePiece: "▁" becomes " ", unknown tokens become " ⁇ " (SentencePiece's unk surface),
+// and when add_space_prefix a leading space of a normal piece at the start of a text
+// (prev == bos_id, or prev == -1) is dropped (SentencePiece's dummy-prefix rule).
+// ByteLevel: Normal and Unknown pieces map back through GPT-2's unicode_to_bytes (a character
+// outside that alphabet is copied as its UTF-8 bytes); UserDefined pieces are their raw text (as
+// Hugging Face added tokens and llama.cpp store them). The result may be partial UTF-8: a
+// character can span tokens.
 size_t token_text(const fb::Tokenizer* tok, int32_t prev, int32_t token, char* out, size_t cap);
+
+// token_text flag: control tokens render as their piece text (e.g. "<|eot_id|>") instead of
+// nothing.
+constexpr uint32_t kTokenTextSpecial = 1u << 0;
+
+// token_text with flags (kTokenTextSpecial).
+size_t token_text_ex(const fb::Tokenizer* tok, int32_t prev, int32_t token, uint32_t flags,
+                     char* out, size_t cap);
 
 // The id of a piece by its exact bytes (any token type; the lowest id among duplicates), or -1.
 int32_t token_lookup(const fb::Tokenizer* tok, const char* piece, size_t len);

@@ -132,7 +132,7 @@ void embed(const Transformer* t, int32_t token, float* out) {
 // Pointer to row `slot` of layer `l` in a K or V cache, as float (converting f16 into `tmp`).
 const float* kv_row(const KvRing& kv, const void* base, uint32_t l, uint32_t slot, uint32_t off,
                     uint32_t len, float* tmp) {
-  const size_t idx = (static_cast<size_t>(l) * kv.n_ctx + slot) * kv.kv_dim + off;
+  const size_t idx = kv.layer_off[l] + static_cast<size_t>(slot) * kv.kv_dim + off;
   if (kv.dtype == RLM_KV_F32) return static_cast<const float*>(base) + idx;
   const uint16_t* h = static_cast<const uint16_t*>(base) + idx;
   for (uint32_t i = 0; i < len; ++i) tmp[i] = fp16_to_f32(h[i]);
@@ -140,12 +140,71 @@ const float* kv_row(const KvRing& kv, const void* base, uint32_t l, uint32_t slo
 }
 
 void kv_store(const KvRing& kv, void* base, uint32_t l, uint32_t slot, const float* row) {
-  const size_t idx = (static_cast<size_t>(l) * kv.n_ctx + slot) * kv.kv_dim;
+  const size_t idx = kv.layer_off[l] + static_cast<size_t>(slot) * kv.kv_dim;
   if (kv.dtype == RLM_KV_F32) {
     memcpy(static_cast<float*>(base) + idx, row, kv.kv_dim * sizeof(float));
   } else {
     uint16_t* h = static_cast<uint16_t*>(base) + idx;
     for (uint32_t i = 0; i < kv.kv_dim; ++i) h[i] = f32_to_fp16(row[i]);
+  }
+}
+
+// a(i) = gelu_tanh(a(i)) * b(i) (GeGLU, Gemma).
+void geglu(float* a, const float* b, size_t n) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (size_t i = 0; i < n; ++i) {
+    const float x = a[i];
+    a[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * b[i];
+  }
+}
+
+void add_bias(float* y, const WeightView& b, uint32_t n, uint32_t width) {
+  const float* bias = static_cast<const float*>(b.data);
+  for (uint32_t t = 0; t < n; ++t) {
+    float* row = y + static_cast<size_t>(t) * width;
+    for (uint32_t i = 0; i < width; ++i) row[i] += bias[i];
+  }
+}
+
+// RMSNorm of each head_dim slice of rows (n, heads * head_dim), in place.
+void head_norm(const KernelTable* k, float* x, uint32_t n, uint32_t heads, uint32_t hd,
+               const WeightView& w, float eps) {
+  for (size_t i = 0; i < static_cast<size_t>(n) * heads; ++i) {
+    k->rmsnorm(x + i * hd, x + i * hd, static_cast<const float*>(w.data), hd, eps);
+  }
+}
+
+void soft_cap(float* x, uint32_t n, float cap) {
+  for (uint32_t i = 0; i < n; ++i) x[i] = cap * tanhf(x[i] / cap);
+}
+
+// Fills inv_freq (head_dim/2) for base `theta` with the model's frequency scaling.
+void rope_frequencies(const Hparams& hp, float theta, bool scaled, const float* factors,
+                      float* inv_freq) {
+  const uint32_t half = hp.head_dim / 2;
+  for (uint32_t i = 0; i < half; ++i) {
+    double f = 1.0 / pow(static_cast<double>(theta),
+                         static_cast<double>(2 * i) / static_cast<double>(hp.head_dim));
+    if (scaled && hp.rope_scaling == fb::RopeScaling::Linear) {
+      f /= hp.rope_factor;
+    } else if (scaled && hp.rope_scaling == fb::RopeScaling::Llama3) {
+      // Meta's llama3 rule: long wavelengths scaled by 1/factor, short ones kept, a smooth
+      // blend between.
+      const double two_pi = 6.283185307179586;
+      const double old_ctx = hp.rope_original_context;
+      const double low_wl = old_ctx / hp.rope_low_freq_factor;
+      const double high_wl = old_ctx / hp.rope_high_freq_factor;
+      const double wl = two_pi / f;
+      if (wl > low_wl) {
+        f /= hp.rope_factor;
+      } else if (wl >= high_wl) {
+        const double smooth = (old_ctx / wl - hp.rope_low_freq_factor) /
+                              (hp.rope_high_freq_factor - hp.rope_low_freq_factor);
+        f = (1.0 - smooth) * f / hp.rope_factor + smooth * f;
+      }
+    }
+    if (scaled && factors) f /= factors[i];
+    inv_freq[i] = static_cast<float>(f);
   }
 }
 
@@ -155,26 +214,32 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, floa
                   uint32_t h0, uint32_t h1, uint32_t scratch) {
   const Hparams& hp = t->hp;
   const KvRing& kv = t->kv;
+  const uint32_t kind = t->layers[l].kind;
+  const KvGeom& g = kv.geom[kind];
+  const float* freq = kind == kKvLocal ? t->rope_freq_local : t->rope_freq;
   const uint32_t hd = hp.head_dim;
   const uint32_t group = hp.n_heads / hp.n_kv_heads;
-  const uint32_t visible = kv_visible(kv, pos);
-  const uint64_t sink_pos = pos < kv.n_ctx ? pos : kv.n_ctx - 1;
-  const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+  const uint32_t visible = kv_visible(g, pos);
+  const uint64_t sink_pos = pos < g.n_ctx ? pos : g.n_ctx - 1;
+  const float scale = hp.attn_scale;
+  const float cap = hp.attn_softcap;
   float* qrot = t->qrot + static_cast<size_t>(scratch) * hd;
   float* qsink = t->qsink + static_cast<size_t>(scratch) * hd;
-  float* att = t->att + static_cast<size_t>(scratch) * kv.n_ctx;
+  float* att = t->att + static_cast<size_t>(scratch) * kv.geom[kKvGlobal].n_ctx;
   float* kbuf = t->kbuf + static_cast<size_t>(scratch) * hd;
   for (uint32_t h = h0; h < h1; ++h) {
     const uint32_t koff = (h / group) * hd;
-    rope(q + h * hd, qrot, t->rope_freq, hd, pos, hp.rope_style);
-    const bool sinks_shifted = sink_pos != pos && kv.n_sink > 0;
-    if (sinks_shifted) rope(q + h * hd, qsink, t->rope_freq, hd, sink_pos, hp.rope_style);
+    rope(q + h * hd, qrot, freq, hd, pos, hp.rope_style);
+    const bool sinks_shifted = sink_pos != pos && g.n_sink > 0;
+    if (sinks_shifted) rope(q + h * hd, qsink, freq, hd, sink_pos, hp.rope_style);
     for (uint32_t s = 0; s < visible; ++s) {
-      const float* qv = (sinks_shifted && s < kv.n_sink) ? qsink : qrot;
+      const float* qv = (sinks_shifted && s < g.n_sink) ? qsink : qrot;
       const float* kr = kv_row(kv, kv.k, l, s, koff, hd, kbuf);
       float score = 0.0f;
       for (uint32_t i = 0; i < hd; ++i) score += qv[i] * kr[i];
-      att[s] = score * scale;
+      score *= scale;
+      if (cap > 0.0f) score = cap * tanhf(score / cap);
+      att[s] = score;
     }
     t->k->softmax(att, visible);
     float* o = out + h * hd;
@@ -203,7 +268,8 @@ void attend_job(void* ctx, uint32_t index, uint32_t n_threads) {
 }
 
 void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, float* out) {
-  const uint64_t work = static_cast<uint64_t>(kv_visible(t->kv, pos)) * t->hp.q_dim;
+  const uint64_t work =
+      static_cast<uint64_t>(kv_visible(t->kv.geom[t->layers[l].kind], pos)) * t->hp.q_dim;
   AttendJob job{t, l, q, pos, out};
   if (t->n_threads > 1 && t->hp.n_heads > 1 && work >= kMinParallelAttention) {
     thread_pool_run(t->pool, attend_job, &job);
@@ -223,7 +289,11 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   thread_pool_layout(a, n_threads, &t->pool);
   t->k = kernels_ref();
   t->layers = a.alloc<LayerWeights>(hp.n_layers, alignof(LayerWeights));
-  kv_ring_layout(a, hp.n_layers, n_ctx, n_sink, hp.kv_dim, kv_dtype, &t->kv);
+  // Sliding-window layers never look further back than the window, so their ring is that big.
+  const uint32_t local_slots =
+      hp.has_local_layers && hp.sliding_window < n_ctx ? hp.sliding_window : n_ctx;
+  kv_ring_layout(a, hp.n_layers, hp.layer_is_local, n_ctx, n_sink, local_slots, hp.kv_dim,
+                 kv_dtype, &t->kv);
   const uint32_t wide = hp.dim > hp.q_dim ? hp.dim : hp.q_dim;
   t->x = static_cast<float*>(a.alloc_2d(n_batch, hp.dim, sizeof(float), kArenaAlignment));
   t->xb = static_cast<float*>(a.alloc_2d(n_batch, wide, sizeof(float), kArenaAlignment));
@@ -242,15 +312,17 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->att = static_cast<float*>(a.alloc_2d(n_threads, n_ctx, sizeof(float), kArenaAlignment));
   t->kbuf = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));
   t->rope_freq = a.alloc<float>(hp.head_dim / 2);
+  t->rope_freq_local = a.alloc<float>(hp.head_dim / 2);
   t->logits = a.alloc<float>(hp.vocab_size);
 }
 
 void transformer_bind(const ModelImpl& m, Transformer* t) {
   using R = fb::TensorRole;
+  const Hparams& hp = t->hp;
   t->tok_emb = model_weight(m, R::TokenEmbedding, -1);
   t->out_norm = model_weight(m, R::OutputNorm, -1);
-  t->output = t->hp.tied_embeddings ? t->tok_emb : model_weight(m, R::Output, -1);
-  for (uint32_t l = 0; l < t->hp.n_layers; ++l) {
+  t->output = hp.tied_embeddings ? t->tok_emb : model_weight(m, R::Output, -1);
+  for (uint32_t l = 0; l < hp.n_layers; ++l) {
     const int32_t li = static_cast<int32_t>(l);
     LayerWeights& w = t->layers[l];
     w.attn_norm = model_weight(m, R::AttnNorm, li);
@@ -262,22 +334,36 @@ void transformer_bind(const ModelImpl& m, Transformer* t) {
     w.gate = model_weight(m, R::FfnGate, li);
     w.down = model_weight(m, R::FfnDown, li);
     w.up = model_weight(m, R::FfnUp, li);
+    w.bq = model_weight(m, R::Bq, li);
+    w.bk = model_weight(m, R::Bk, li);
+    w.bv = model_weight(m, R::Bv, li);
+    w.q_norm = model_weight(m, R::QNorm, li);
+    w.k_norm = model_weight(m, R::KNorm, li);
+    w.post_attn_norm = model_weight(m, R::PostAttnNorm, li);
+    w.post_ffn_norm = model_weight(m, R::PostFfnNorm, li);
+    w.kind = t->kv.layer_kind[l];
   }
-  const uint32_t half = t->hp.head_dim / 2;
-  for (uint32_t i = 0; i < half; ++i) {
-    t->rope_freq[i] = static_cast<float>(
-        1.0 / pow(static_cast<double>(t->hp.rope_theta),
-                  static_cast<double>(2 * i) / static_cast<double>(t->hp.head_dim)));
-  }
+  const WeightView factors = model_weight(m, R::RopeFreqs, -1);
+  const float* f = factors.present() ? static_cast<const float*>(factors.data) : nullptr;
+  rope_frequencies(hp, hp.rope_theta, true, f, t->rope_freq);
+  // Local layers use their own base without the long-context scaling (Gemma 3).
+  rope_frequencies(hp, hp.rope_theta_local, hp.rope_theta_local == hp.rope_theta, f,
+                   t->rope_freq_local);
 }
 
 void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
   const Hparams& hp = t->hp;
   const KernelTable* k = t->k;
+  const size_t nd = static_cast<size_t>(n) * hp.dim;
   for (uint32_t i = 0; i < n; ++i) embed(t, tokens[i], t->x + static_cast<size_t>(i) * hp.dim);
+  if (hp.embedding_scale != 1.0f) {
+    for (size_t i = 0; i < nd; ++i) t->x[i] *= hp.embedding_scale;
+  }
 
   for (uint32_t l = 0; l < hp.n_layers; ++l) {
     const LayerWeights& w = t->layers[l];
+    const KvGeom& g = t->kv.geom[w.kind];
+    const float* freq = w.kind == kKvLocal ? t->rope_freq_local : t->rope_freq;
     // Attention block.
     for (uint32_t i = 0; i < n; ++i) {
       k->rmsnorm(t->xb + static_cast<size_t>(i) * hp.dim, t->x + static_cast<size_t>(i) * hp.dim,
@@ -288,19 +374,28 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
       float* ys[3] = {t->q, t->kt, t->vt};
       project(t, t->xb, n, hp.dim, ws, ys, 3);
     }
+    if (hp.qkv_bias) {
+      add_bias(t->q, w.bq, n, hp.q_dim);
+      add_bias(t->kt, w.bk, n, hp.kv_dim);
+      add_bias(t->vt, w.bv, n, hp.kv_dim);
+    }
+    if (hp.qk_norm) {
+      head_norm(k, t->q, n, hp.n_heads, hp.head_dim, w.q_norm, hp.norm_eps);
+      head_norm(k, t->kt, n, hp.n_kv_heads, hp.head_dim, w.k_norm, hp.norm_eps);
+    }
     // Per token in order: store its K/V, then attend, so a batch longer than the ring window
     // still sees exactly the positions a token-by-token run would.
     for (uint32_t i = 0; i < n; ++i) {
       const uint64_t pos = pos0 + i;
-      const uint32_t slot = kv_slot(t->kv, pos);
+      const uint32_t slot = kv_slot(g, pos);
       float* kr = t->kt + static_cast<size_t>(i) * hp.kv_dim;
       for (uint32_t h = 0; h < hp.n_kv_heads; ++h) {
-        rope(kr + h * hp.head_dim, t->kbuf, t->rope_freq, hp.head_dim, pos, hp.rope_style);
+        rope(kr + h * hp.head_dim, t->kbuf, freq, hp.head_dim, pos, hp.rope_style);
         memcpy(kr + h * hp.head_dim, t->kbuf, hp.head_dim * sizeof(float));
       }
       kv_store(t->kv, t->kv.k, l, slot, kr);
       kv_store(t->kv, t->kv.v, l, slot, t->vt + static_cast<size_t>(i) * hp.kv_dim);
-      if (l == 0) t->kv.tokens[slot] = tokens[i];
+      if (l == 0) t->kv.tokens[kv_slot(t->kv.geom[kKvGlobal], pos)] = tokens[i];
       attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos,
              t->xb + static_cast<size_t>(i) * hp.q_dim);
     }
@@ -309,9 +404,16 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
       float* ys[1] = {t->xb2};
       project(t, t->xb, n, hp.q_dim, ws, ys, 1);
     }
-    for (size_t i = 0; i < static_cast<size_t>(n) * hp.dim; ++i) t->x[i] += t->xb2[i];
+    if (hp.post_norms) {
+      for (uint32_t i = 0; i < n; ++i) {
+        float* row = t->xb2 + static_cast<size_t>(i) * hp.dim;
+        k->rmsnorm(row, row, static_cast<const float*>(w.post_attn_norm.data), hp.dim,
+                   hp.norm_eps);
+      }
+    }
+    for (size_t i = 0; i < nd; ++i) t->x[i] += t->xb2[i];
 
-    // Feed-forward block (SwiGLU).
+    // Feed-forward block: SwiGLU or GeGLU.
     for (uint32_t i = 0; i < n; ++i) {
       k->rmsnorm(t->xb + static_cast<size_t>(i) * hp.dim, t->x + static_cast<size_t>(i) * hp.dim,
                  static_cast<const float*>(w.ffn_norm.data), hp.dim, hp.norm_eps);
@@ -321,13 +423,24 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
       float* ys[2] = {t->hb, t->hb2};
       project(t, t->xb, n, hp.dim, ws, ys, 2);
     }
-    k->swiglu(t->hb, t->hb2, n * hp.ffn_dim);
+    if (hp.activation == fb::Activation::GeluTanh) {
+      geglu(t->hb, t->hb2, static_cast<size_t>(n) * hp.ffn_dim);
+    } else {
+      k->swiglu(t->hb, t->hb2, n * hp.ffn_dim);
+    }
     {
       const WeightView* ws[1] = {&w.down};
       float* ys[1] = {t->xb2};
       project(t, t->hb, n, hp.ffn_dim, ws, ys, 1);
     }
-    for (size_t i = 0; i < static_cast<size_t>(n) * hp.dim; ++i) t->x[i] += t->xb2[i];
+    if (hp.post_norms) {
+      for (uint32_t i = 0; i < n; ++i) {
+        float* row = t->xb2 + static_cast<size_t>(i) * hp.dim;
+        k->rmsnorm(row, row, static_cast<const float*>(w.post_ffn_norm.data), hp.dim,
+                   hp.norm_eps);
+      }
+    }
+    for (size_t i = 0; i < nd; ++i) t->x[i] += t->xb2[i];
   }
 
   // Logits of the last token only: generation never needs the others.
@@ -336,6 +449,7 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
   const WeightView* ws[1] = {&t->output};
   float* ys[1] = {t->logits};
   project(t, t->xb, 1, hp.dim, ws, ys, 1);
+  if (hp.final_softcap > 0.0f) soft_cap(t->logits, hp.vocab_size, hp.final_softcap);
 }
 
 }  // namespace ringlm

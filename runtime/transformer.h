@@ -15,6 +15,10 @@ namespace ringlm {
 
 struct LayerWeights {
   WeightView attn_norm, wq, wk, wv, wo, ffn_norm, gate, down, up;
+  WeightView bq, bk, bv;                  // qkv_bias only
+  WeightView q_norm, k_norm;              // qk_norm only: (head_dim) shared by all heads
+  WeightView post_attn_norm, post_ffn_norm;  // post_norms only
+  uint8_t kind;                           // KvKind: global or sliding-window layer
 };
 
 struct Transformer {
@@ -43,7 +47,8 @@ struct Transformer {
   float* qsink;             // (n_threads, head_dim) query rotated at the sink position
   float* att;               // (n_threads, n_ctx) attention weights of one head
   float* kbuf;              // (n_threads, head_dim) one key / value row converted from f16
-  float* rope_freq;         // (head_dim / 2) inverse frequencies
+  float* rope_freq;         // (head_dim / 2) inverse frequencies of global layers
+  float* rope_freq_local;   // (head_dim / 2) inverse frequencies of sliding-window layers
   float* logits;            // (vocab)
 };
 

@@ -1,0 +1,91 @@
+#include "unicode.h"
+
+namespace ringlm {
+
+namespace {
+
+#include "unicode_tables.inc"
+
+constexpr uint32_t kNumRanges = sizeof(kCpClassRanges) / sizeof(kCpClassRanges[0]);
+
+// ASCII classes, so the common case needs no search.
+constexpr CpClass ascii_class(uint32_t c) {
+  return (c >= '0' && c <= '9')                              ? CpClass::Number
+         : ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) ? CpClass::Letter
+         : (c == ' ' || (c >= 0x09 && c <= 0x0D))             ? CpClass::Space
+                                                              : CpClass::Other;
+}
+
+}  // namespace
+
+const char* unicode_tables_version() { return RINGLM_UNICODE_VERSION; }
+
+CpClass cp_class(uint32_t cp) {
+  if (cp < 0x80) return ascii_class(cp);
+  if (cp > 0x10FFFF) return CpClass::Other;
+  // Last entry whose start <= cp (entry 0 starts at 0).
+  uint32_t lo = 0, hi = kNumRanges;
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if ((kCpClassRanges[mid] >> 2) <= cp) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return static_cast<CpClass>(kCpClassRanges[lo] & 3);
+}
+
+size_t utf8_decode(const uint8_t* s, size_t n, uint32_t* cp) {
+  const uint8_t c = s[0];
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  size_t len;
+  uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  uint32_t v;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+    v = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    v = c & 0x0F;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    v = c & 0x07;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    *cp = kInvalidCp;
+    return 1;
+  }
+  if (n < len || s[1] < lo || s[1] > hi) {
+    *cp = kInvalidCp;
+    return 1;
+  }
+  v = (v << 6) | (s[1] & 0x3F);
+  for (size_t i = 2; i < len; ++i) {
+    if (s[i] < 0x80 || s[i] > 0xBF) {
+      *cp = kInvalidCp;
+      return 1;
+    }
+    v = (v << 6) | (s[i] & 0x3F);
+  }
+  *cp = v;
+  return len;
+}
+
+CpClass utf8_class(const uint8_t* s, size_t n, size_t* len) {
+  if (s[0] < 0x80) {
+    *len = 1;
+    return ascii_class(s[0]);
+  }
+  uint32_t cp;
+  *len = utf8_decode(s, n, &cp);
+  return cp == kInvalidCp ? CpClass::Other : cp_class(cp);
+}
+
+}  // namespace ringlm
