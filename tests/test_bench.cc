@@ -1,0 +1,682 @@
+// Synthetic models (tools/convert/synthetic) and the `ringlm bench` command line. No timing
+// assertions: the bench's numbers are only checked to be present and positive.
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "convert/synthetic.h"
+#include "fixtures.h"
+#include "fp16.h"
+#include "quant.h"
+#include "gtest/gtest.h"
+#include "ringlm/ringlm.h"
+#include "testing.h"
+
+namespace {
+
+using namespace ringlm;
+using conv::ModelData;
+using conv::TensorData;
+using fb::TensorRole;
+using json = nlohmann::json;
+using ringlm_test::AlignedBuffer;
+
+// The shapes of the configs in ../shared/configs (what the synthetic model must reproduce).
+struct Expected {
+  uint32_t n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab, max_context;
+  float rope_theta, norm_eps;
+  bool tied;
+  bool llama;  // runs without --as-llama
+};
+
+const std::map<std::string, Expected>& expected_shapes() {
+  static const std::map<std::string, Expected> m = {
+      {"SmolLM2-135M", {30, 576, 9, 3, 64, 1536, 49152, 8192, 1e5f, 1e-5f, true, true}},
+      {"Llama-3.2-1B-Instruct",
+       {16, 2048, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f, true, true}},
+      {"Qwen2.5-0.5B-Instruct",
+       {24, 896, 14, 2, 64, 4864, 151936, 32768, 1e6f, 1e-6f, true, false}},
+      {"Qwen3-1.7B", {28, 2048, 16, 8, 128, 6144, 151936, 40960, 1e6f, 1e-6f, true, false}},
+      {"gemma3_1b_it", {26, 1152, 4, 1, 256, 6912, 262144, 32768, 1e6f, 1e-6f, true, false}},
+  };
+  return m;
+}
+
+std::vector<std::string> shared_configs() {
+  std::vector<std::string> out;
+  const std::string dir = ringlm_test::shared_path("configs");
+  if (dir.empty()) return out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string p = dir + "/" + e->d_name + "/config.json";
+    std::ifstream f(p);
+    if (f.good()) out.push_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const TensorData* find(const ModelData& m, TensorRole role, int32_t layer) {
+  for (const TensorData& t : m.tensors)
+    if (t.role == role && t.layer == layer) return &t;
+  return nullptr;
+}
+
+// Every tensor of a Llama model of arch `a`, with its shape.
+void expect_llama_tensors(const ModelData& m) {
+  const auto& a = m.arch;
+  const uint64_t D = a.dim, q = uint64_t{a.n_heads} * a.head_dim,
+                 kv = uint64_t{a.n_kv_heads} * a.head_dim, F = a.ffn_dim, V = a.vocab_size;
+  EXPECT_EQ(m.tensors.size(), 2u + 9u * a.n_layers + (a.tied_embeddings ? 0u : 1u));
+  auto shape = [&](TensorRole r, int32_t l) {
+    const TensorData* t = find(m, r, l);
+    return t ? t->shape : std::vector<uint64_t>{};
+  };
+  using V64 = std::vector<uint64_t>;
+  EXPECT_EQ(shape(TensorRole::TokenEmbedding, -1), (V64{V, D}));
+  EXPECT_EQ(shape(TensorRole::OutputNorm, -1), (V64{D}));
+  EXPECT_EQ(find(m, TensorRole::Output, -1) != nullptr, !a.tied_embeddings);
+  for (int32_t l : {0, static_cast<int32_t>(a.n_layers) - 1}) {
+    EXPECT_EQ(shape(TensorRole::AttnNorm, l), (V64{D}));
+    EXPECT_EQ(shape(TensorRole::Wq, l), (V64{q, D}));
+    EXPECT_EQ(shape(TensorRole::Wk, l), (V64{kv, D}));
+    EXPECT_EQ(shape(TensorRole::Wv, l), (V64{kv, D}));
+    EXPECT_EQ(shape(TensorRole::Wo, l), (V64{D, q}));
+    EXPECT_EQ(shape(TensorRole::FfnNorm, l), (V64{D}));
+    EXPECT_EQ(shape(TensorRole::FfnGate, l), (V64{F, D}));
+    EXPECT_EQ(shape(TensorRole::FfnUp, l), (V64{F, D}));
+    EXPECT_EQ(shape(TensorRole::FfnDown, l), (V64{D, F}));
+  }
+  EXPECT_EQ(m.tokenizer.pieces.size(), a.vocab_size);
+  EXPECT_EQ(m.tokenizer.types.size(), a.vocab_size);
+  EXPECT_EQ(m.tokenizer.scores.size(), a.vocab_size);
+}
+
+// ---- synthetic_from_hf_config on the shared configs ------------------------------------------
+
+TEST(Synthetic, SharedConfigsGiveTheirShapes) {
+  const std::vector<std::string> names = shared_configs();
+  if (names.empty()) GTEST_SKIP() << "no ../shared/configs/*/config.json";
+  int checked = 0;
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const std::string path = ringlm_test::shared_path("configs/" + name + "/config.json");
+    ModelData m;
+    std::string err;
+    std::vector<std::string> ignored;
+    conv::SyntheticOptions opts;
+    opts.as_llama = true;
+    opts.ignored = &ignored;
+    ASSERT_TRUE(conv::synthetic_from_hf_config(path, 7, opts, &m, &err)) << err;
+    EXPECT_EQ(m.arch.family, fb::Family::Llama);
+    EXPECT_EQ(m.arch.activation, fb::Activation::SiLU);
+    EXPECT_EQ(m.arch.rope_style, fb::RopeStyle::Neox);
+    expect_llama_tensors(m);
+
+    // The config's own numbers, read independently.
+    json cfg;
+    {
+      std::string text;
+      ASSERT_TRUE(ringlm_test::read_file(path, &text));
+      cfg = json::parse(text);
+    }
+    EXPECT_EQ(m.arch.dim, cfg["hidden_size"].get<uint32_t>());
+    EXPECT_EQ(m.arch.n_layers, cfg["num_hidden_layers"].get<uint32_t>());
+    EXPECT_EQ(m.arch.n_heads, cfg["num_attention_heads"].get<uint32_t>());
+    EXPECT_EQ(m.arch.ffn_dim, cfg["intermediate_size"].get<uint32_t>());
+    EXPECT_EQ(m.arch.vocab_size, cfg["vocab_size"].get<uint32_t>());
+
+    auto it = expected_shapes().find(name);
+    if (it == expected_shapes().end()) continue;
+    const Expected& x = it->second;
+    EXPECT_EQ(m.arch.n_layers, x.n_layers);
+    EXPECT_EQ(m.arch.dim, x.dim);
+    EXPECT_EQ(m.arch.n_heads, x.n_heads);
+    EXPECT_EQ(m.arch.n_kv_heads, x.n_kv_heads);
+    EXPECT_EQ(m.arch.head_dim, x.head_dim);
+    EXPECT_EQ(m.arch.ffn_dim, x.ffn_dim);
+    EXPECT_EQ(m.arch.vocab_size, x.vocab);
+    EXPECT_EQ(m.arch.max_context, x.max_context);
+    EXPECT_FLOAT_EQ(m.arch.rope_theta, x.rope_theta);
+    EXPECT_FLOAT_EQ(m.arch.norm_eps, x.norm_eps);
+    EXPECT_EQ(m.arch.tied_embeddings, x.tied);
+    EXPECT_EQ(ignored.empty(), x.llama);
+
+    // Without --as-llama: Llama configs build identically, the others fail saying why.
+    ModelData plain;
+    std::string perr;
+    const bool ok = conv::synthetic_from_hf_config(path, 7, &plain, &perr);
+    EXPECT_EQ(ok, x.llama) << perr;
+    if (!ok) {
+      EXPECT_NE(perr.find("--as-llama"), std::string::npos) << perr;
+      EXPECT_NE(perr.find(path), std::string::npos) << perr;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "none of the known configs was present";
+}
+
+TEST(Synthetic, IgnoredFeaturesAreNamed) {
+  const std::string qwen2 = ringlm_test::shared_path("configs/Qwen2.5-0.5B-Instruct/config.json");
+  const std::string qwen3 = ringlm_test::shared_path("configs/Qwen3-1.7B/config.json");
+  const std::string gemma = ringlm_test::shared_path("configs/gemma3_1b_it/config.json");
+  if (qwen2.empty() || qwen3.empty() || gemma.empty())
+    GTEST_SKIP() << "Qwen2.5 / Qwen3 / Gemma3 configs not in ../shared/configs";
+  auto ignored_of = [](const std::string& p) {
+    std::vector<std::string> ig;
+    conv::SyntheticOptions o;
+    o.as_llama = true;
+    o.ignored = &ig;
+    o.n_layers_override = 1;
+    ModelData m;
+    std::string err;
+    EXPECT_TRUE(conv::synthetic_from_hf_config(p, 1, o, &m, &err)) << err;
+    std::string all;
+    for (const std::string& s : ig) all += s + "; ";
+    return all;
+  };
+  const std::string q2 = ignored_of(qwen2), q3 = ignored_of(qwen3), g = ignored_of(gemma);
+  EXPECT_NE(q2.find("Qwen2"), std::string::npos) << q2;
+  EXPECT_NE(q2.find("bias"), std::string::npos) << q2;
+  EXPECT_EQ(q2.find("sliding"), std::string::npos) << q2;  // use_sliding_window: false
+  EXPECT_NE(q3.find("qk-norm"), std::string::npos) << q3;
+  EXPECT_NE(g.find("Gemma3"), std::string::npos) << g;
+  EXPECT_NE(g.find("gelu"), std::string::npos) << g;
+  EXPECT_NE(g.find("sliding"), std::string::npos) << g;
+}
+
+// Written configs: defaults, rope scaling, broken input.
+class SyntheticConfig : public ::testing::Test {
+ protected:
+  std::string write(const json& j) {
+    const std::string dir = ringlm_test::temp_dir();
+    std::ofstream(dir + "/config.json") << j.dump();
+    return dir + "/config.json";
+  }
+  json base() {
+    return json{{"model_type", "llama"},      {"hidden_size", 64},      {"num_hidden_layers", 2},
+                {"num_attention_heads", 4},   {"intermediate_size", 96}, {"vocab_size", 300}};
+  }
+};
+
+TEST_F(SyntheticConfig, Defaults) {
+  ModelData m;
+  std::string err;
+  ASSERT_TRUE(conv::synthetic_from_hf_config(write(base()), 1, &m, &err)) << err;
+  EXPECT_EQ(m.arch.n_kv_heads, 4u);  // = heads
+  EXPECT_EQ(m.arch.head_dim, 16u);   // = hidden / heads
+  EXPECT_EQ(m.arch.max_context, 2048u);
+  EXPECT_FLOAT_EQ(m.arch.rope_theta, 10000.0f);
+  EXPECT_FALSE(m.arch.tied_embeddings);  // Llama default
+  expect_llama_tensors(m);
+  // A directory holding config.json works too.
+  std::string path = write(base());
+  path.resize(path.size() - strlen("/config.json"));
+  EXPECT_TRUE(conv::synthetic_from_hf_config(path, 1, &m, &err)) << err;
+}
+
+TEST_F(SyntheticConfig, RopeScalingNeedsAsLlama) {
+  json j = base();
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}};
+  ModelData m;
+  std::string err;
+  EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, &m, &err));
+  EXPECT_NE(err.find("llama3"), std::string::npos) << err;
+  conv::SyntheticOptions o;
+  o.as_llama = true;
+  std::vector<std::string> ig;
+  o.ignored = &ig;
+  EXPECT_TRUE(conv::synthetic_from_hf_config(write(j), 1, o, &m, &err)) << err;
+  ASSERT_EQ(ig.size(), 1u);
+  EXPECT_NE(ig[0].find("rope_scaling"), std::string::npos);
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_TRUE(conv::synthetic_from_hf_config(write(j), 1, &m, &err)) << err;
+}
+
+TEST_F(SyntheticConfig, BadConfigs) {
+  ModelData m;
+  std::string err;
+  json j = base();
+  j.erase("hidden_size");
+  EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, &m, &err));
+  EXPECT_NE(err.find("hidden_size"), std::string::npos) << err;
+  j = base();
+  j["num_key_value_heads"] = 3;  // 4 heads not a multiple of 3
+  EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, &m, &err));
+  j = base();
+  j["vocab_size"] = 100;  // below the 259 pieces the synthetic vocabulary needs
+  EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, &m, &err));
+  j = base();
+  j["model_type"] = "mamba";
+  EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, &m, &err));
+  EXPECT_NE(err.find("mamba"), std::string::npos) << err;
+  EXPECT_FALSE(conv::synthetic_from_hf_config("/nonexistent/config.json", 1, &m, &err));
+  const std::string dir = ringlm_test::temp_dir();
+  std::ofstream(dir + "/config.json") << "{ not json";
+  EXPECT_FALSE(conv::synthetic_from_hf_config(dir + "/config.json", 1, &m, &err));
+  EXPECT_FALSE(conv::synthetic_model("no-such-builtin", 1, conv::SyntheticOptions(), &m, &err));
+  EXPECT_NE(err.find("smollm2-135m"), std::string::npos) << err;
+}
+
+// ---- weights ----------------------------------------------------------------------------------
+
+TEST(Synthetic, WeightsAreDeterministicAndScaled) {
+  conv::SyntheticOptions o;
+  o.n_layers_override = 2;
+  ModelData a, b, c;
+  std::string err;
+  ASSERT_TRUE(conv::synthetic_builtin("smollm2-135m", 5, o, &a, &err)) << err;
+  ASSERT_TRUE(conv::synthetic_builtin("smollm2-135m", 5, o, &b, &err)) << err;
+  ASSERT_TRUE(conv::synthetic_builtin("smollm2-135m", 6, o, &c, &err)) << err;
+  const TensorData* wa = find(a, TensorRole::FfnGate, 1);
+  const TensorData* wb = find(b, TensorRole::FfnGate, 1);
+  const TensorData* wc = find(c, TensorRole::FfnGate, 1);
+  const TensorData* other = find(a, TensorRole::FfnUp, 1);
+  ASSERT_TRUE(wa && wb && wc && other);
+  std::vector<float> xa, xb, xc, xo;
+  ASSERT_TRUE(wa->load_f32(&xa, &err));
+  ASSERT_TRUE(wb->load_f32(&xb, &err));
+  ASSERT_TRUE(wc->load_f32(&xc, &err));
+  ASSERT_TRUE(other->load_f32(&xo, &err));
+  ASSERT_EQ(xa.size(), 1536u * 576u);
+  EXPECT_EQ(xa, xb);  // same seed, same values
+  EXPECT_NE(xa, xc);  // another seed
+  EXPECT_NE(xa, xo);  // another tensor
+  double sum = 0, sq = 0;
+  for (float v : xa) {
+    sum += v;
+    sq += static_cast<double>(v) * v;
+  }
+  const double mean = sum / xa.size(), sd = sqrt(sq / xa.size() - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 1e-3);
+  EXPECT_NEAR(sd, 0.02, 0.002);
+  std::vector<float> norm;
+  ASSERT_TRUE(find(a, TensorRole::AttnNorm, 0)->load_f32(&norm, &err));
+  for (float v : norm) EXPECT_NEAR(v, 1.0f, 0.1f);
+}
+
+// Direct (raw) generation in each encoding holds the same weights as the float path.
+TEST(Synthetic, DirectEncodingsMatchFloat) {
+  for (fb::DType t : {fb::DType::F32, fb::DType::F16, fb::DType::Q8, fb::DType::Q4}) {
+    SCOPED_TRACE(conv::dtype_name(t));
+    conv::SyntheticOptions o;
+    o.direct = true;
+    o.direct_type = t;
+    conv::SyntheticShape shape;  // small, so building all four encodings stays quick
+    shape.name = "small";
+    shape.arch.n_layers = 2;
+    shape.arch.dim = 128;
+    shape.arch.n_heads = 4;
+    shape.arch.n_kv_heads = 2;
+    shape.arch.head_dim = 32;
+    shape.arch.ffn_dim = 320;
+    shape.arch.vocab_size = 512;
+    shape.arch.max_context = 256;
+    ModelData m;
+    std::string err;
+    ASSERT_TRUE(conv::synthetic_from_shape(shape, 9, o, &m, &err)) << err;
+    for (const TensorData& td : m.tensors) EXPECT_EQ(td.has_raw, td.shape.size() == 2) << td.name;
+    const TensorData* w = find(m, TensorRole::FfnDown, 1);  // (128, 320)
+    ASSERT_TRUE(w && w->has_raw && w->load_raw);
+    EXPECT_EQ(w->raw_type, t);
+    const uint64_t rows = w->shape[0], cols = w->shape[1];
+    std::vector<float> x;
+    std::vector<uint8_t> raw;
+    ASSERT_TRUE(w->load_f32(&x, &err));
+    ASSERT_TRUE(w->load_raw(&raw, &err));
+    ASSERT_EQ(raw.size(), tensor_data_bytes(static_cast<WeightType>(t), rows, cols));
+    std::vector<float> back(cols);
+    const uint64_t groups = cols / kQuantGroup;
+    const uint64_t sc = quant_scales_offset(static_cast<WeightType>(t), rows, cols);
+    double max_err = 0, amax = 0;
+    for (uint64_t r = 0; r < rows; ++r) {
+      const uint16_t* scales = reinterpret_cast<const uint16_t*>(raw.data() + sc) + r * groups;
+      switch (t) {
+        case fb::DType::F32:
+          memcpy(back.data(), raw.data() + r * cols * 4, cols * 4);
+          break;
+        case fb::DType::F16:
+          for (uint64_t c = 0; c < cols; ++c) {
+            uint16_t h;
+            memcpy(&h, raw.data() + 2 * (r * cols + c), 2);
+            back[c] = fp16_to_f32(h);
+          }
+          break;
+        case fb::DType::Q8:
+          dequantize_row_q8(reinterpret_cast<const int8_t*>(raw.data()) + r * cols, scales, cols,
+                            back.data());
+          break;
+        case fb::DType::Q4:
+          dequantize_row_q4(raw.data() + r * cols / 2, scales, cols, back.data());
+          break;
+      }
+      for (uint64_t c = 0; c < cols; ++c) {
+        max_err = std::max(max_err, static_cast<double>(fabsf(back[c] - x[r * cols + c])));
+        amax = std::max(amax, static_cast<double>(fabsf(x[r * cols + c])));
+      }
+    }
+    if (t == fb::DType::F32 || t == fb::DType::Q8) EXPECT_EQ(max_err, 0.0);  // exact
+    if (t == fb::DType::F16) EXPECT_LT(max_err, amax * 1e-3);
+    // q4 = round(v / 16) clamped to 7: at most 16 steps of the tensor scale (0.02 / 36.95).
+    if (t == fb::DType::Q4) EXPECT_LE(max_err, 16 * 0.02 / 36.95 * 1.01);
+    EXPECT_GT(amax, 0.0);
+    // And the model builds and verifies in that encoding.
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(conv::build_model_bytes(m, t, &bytes, &err)) << err;
+    AlignedBuffer buf;
+    buf.assign(bytes.data(), bytes.size());
+    rlm_model model;
+    EXPECT_EQ(rlm_model_open(buf.data(), buf.size(), &model), RLM_OK) << rlm_model_error(&model);
+  }
+}
+
+TEST(Synthetic, TokenizerPieces) {
+  conv::TokenizerData t;
+  std::string err;
+  ASSERT_TRUE(conv::synthetic_tokenizer(1000, &t, &err)) << err;
+  ASSERT_EQ(t.pieces.size(), 1000u);
+  EXPECT_EQ(t.pieces[0], "<unk>");
+  EXPECT_EQ(t.pieces[1], "<s>");
+  EXPECT_EQ(t.pieces[2], "</s>");
+  EXPECT_EQ(t.pieces[3], "<0x00>");
+  EXPECT_EQ(t.pieces[258], "<0xFF>");
+  EXPECT_EQ(t.types[100], fb::TokenType::Byte);
+  EXPECT_EQ(t.types[259], fb::TokenType::Normal);
+  std::vector<std::string> sorted = t.pieces;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end());  // all distinct
+  EXPECT_EQ(t.bos_id, 1);
+  EXPECT_EQ(t.eos_id, 2);
+  EXPECT_FALSE(conv::synthetic_tokenizer(258, &t, &err));
+}
+
+// ---- the built-in SmolLM2 shape converts and runs ----------------------------------------------
+
+TEST(Synthetic, SmolLM2ShapeConvertsAndOpens) {
+  conv::SyntheticOptions o;
+  o.n_layers_override = 2;
+  o.direct = true;
+  o.direct_type = fb::DType::Q8;
+  std::string name;
+  o.name = &name;
+  ModelData md;
+  std::string err;
+  ASSERT_TRUE(conv::synthetic_model("smollm2-135m", 1, o, &md, &err)) << err;
+  EXPECT_EQ(name, "smollm2-135m");
+  EXPECT_EQ(md.arch.dim, 576u);
+  EXPECT_EQ(md.arch.n_heads, 9u);
+  EXPECT_EQ(md.arch.n_kv_heads, 3u);
+  EXPECT_EQ(md.arch.ffn_dim, 1536u);
+  EXPECT_EQ(md.arch.vocab_size, 49152u);
+  EXPECT_EQ(md.arch.max_context, 2048u);
+  EXPECT_FLOAT_EQ(md.arch.rope_theta, 1e5f);
+  EXPECT_TRUE(md.arch.tied_embeddings);
+  expect_llama_tensors(md);
+  {
+    conv::SyntheticOptions full;
+    ModelData m30;
+    ASSERT_TRUE(conv::synthetic_builtin("smollm2-135m", 1, full, &m30, &err)) << err;
+    EXPECT_EQ(m30.arch.n_layers, 30u);
+  }
+
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(conv::build_model_bytes(md, fb::DType::Q8, &bytes, &err)) << err;
+  AlignedBuffer buf;
+  buf.assign(bytes.data(), bytes.size());
+  bytes.clear();
+  bytes.shrink_to_fit();
+  rlm_model model;
+  ASSERT_EQ(rlm_model_open(buf.data(), buf.size(), &model), RLM_OK) << rlm_model_error(&model);
+  rlm_model_info info;
+  rlm_model_info_default(&info);
+  ASSERT_EQ(rlm_model_get_info(&model, &info), RLM_OK);
+  EXPECT_EQ(info.n_layers, 2u);
+  EXPECT_EQ(info.dim, 576u);
+  EXPECT_EQ(info.n_heads, 9u);
+  EXPECT_EQ(info.n_kv_heads, 3u);
+  EXPECT_EQ(info.head_dim, 64u);
+  EXPECT_EQ(info.ffn_dim, 1536u);
+  EXPECT_EQ(info.vocab_size, 49152u);
+  EXPECT_EQ(info.bos_id, 1);
+  EXPECT_EQ(info.eos_id, 2);
+
+  // Text prompts tokenize (byte fallback) and greedy decoding yields synthetic pieces.
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+  cfg.n_ctx = 64;
+  ringlm_test::TestSession ts;
+  ASSERT_EQ(ts.init(&model, cfg), RLM_OK);
+  std::vector<int32_t> toks;
+  const std::string text = ringlm_test::greedy(ts.s, "Hello", 3, &toks);
+  EXPECT_EQ(toks.size(), 3u);
+  EXPECT_EQ(text.find("fail"), std::string::npos) << text;
+}
+
+TEST(Synthetic, SmolLM2ConfigMatchesBuiltin) {
+  const std::string path = ringlm_test::shared_path("configs/SmolLM2-135M/config.json");
+  if (path.empty()) GTEST_SKIP() << "configs/SmolLM2-135M/config.json not in ../shared";
+  conv::SyntheticOptions o;
+  o.n_layers_override = 1;
+  ModelData from_cfg, builtin;
+  std::string err;
+  ASSERT_TRUE(conv::synthetic_from_hf_config(path, 3, o, &from_cfg, &err)) << err;
+  ASSERT_TRUE(conv::synthetic_builtin("smollm2-135m", 3, o, &builtin, &err)) << err;
+  const auto &a = from_cfg.arch, &b = builtin.arch;
+  EXPECT_EQ(a.dim, b.dim);
+  EXPECT_EQ(a.n_heads, b.n_heads);
+  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.ffn_dim, b.ffn_dim);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
+  EXPECT_FLOAT_EQ(a.rope_theta, b.rope_theta);
+}
+
+// ---- ringlm bench ------------------------------------------------------------------------------
+
+struct TableRow {
+  std::vector<std::string> cells;
+};
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+// Markdown table rows ("| a | b |") of `out`, header and separator excluded.
+std::vector<TableRow> table_rows(const std::string& out) {
+  std::vector<TableRow> rows;
+  std::istringstream in(out);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.size() < 2 || line[0] != '|') continue;
+    if (n++ < 2) continue;  // header, separator
+    TableRow r;
+    size_t p = 1;
+    while (p < line.size()) {
+      size_t q = line.find('|', p);
+      if (q == std::string::npos) break;
+      r.cells.push_back(trim(line.substr(p, q - p)));
+      p = q + 1;
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// "12.34 ± 0.56" -> mean, sd.
+bool parse_tps(const std::string& s, double* mean, double* sd) {
+  return sscanf(s.c_str(), "%lf ± %lf", mean, sd) == 2;
+}
+
+void expect_bench_rows(const std::string& out, const std::vector<std::string>& tests,
+                       const std::string& model_substr) {
+  const std::vector<TableRow> rows = table_rows(out);
+  ASSERT_EQ(rows.size(), tests.size()) << out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const TableRow& r = rows[i];
+    ASSERT_EQ(r.cells.size(), 7u) << out;
+    EXPECT_NE(r.cells[0].find(model_substr), std::string::npos) << r.cells[0];
+    EXPECT_TRUE(r.cells[1].find("MiB") != std::string::npos ||
+                r.cells[1].find("KiB") != std::string::npos ||
+                r.cells[1].find("GiB") != std::string::npos)
+        << r.cells[1];
+    EXPECT_GT(atof(r.cells[1].c_str()), 0.0) << r.cells[1];
+    EXPECT_GT(atof(r.cells[2].c_str()), 0.0) << r.cells[2];
+    EXPECT_EQ(r.cells[3], "CPU");
+    EXPECT_EQ(r.cells[4], "1");
+    EXPECT_EQ(r.cells[5], tests[i]);
+    double mean = 0, sd = -1;
+    ASSERT_TRUE(parse_tps(r.cells[6], &mean, &sd)) << r.cells[6];
+    EXPECT_GT(mean, 0.0);
+    EXPECT_GE(sd, 0.0);
+  }
+}
+
+TEST(BenchCli, SyntheticSmolLM2Q4) {
+  std::string out;
+  const std::string cmd = ringlm_test::ringlm_bin() +
+                          " bench --synthetic smollm2-135m --quant q4 -p 8 -n 4 -r 1 --layers 2"
+                          " --bw-mib 8";
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  ASSERT_NO_FATAL_FAILURE(expect_bench_rows(out, {"pp8", "tg4"}, "smollm2-135m"));
+  const std::vector<TableRow> rows = table_rows(out);
+  EXPECT_NE(rows[0].cells[0].find("q4"), std::string::npos) << rows[0].cells[0];
+  EXPECT_NE(rows[0].cells[0].find("2L"), std::string::npos) << rows[0].cells[0];
+  // The lines below the table.
+  double gbs = 0;
+  const size_t d = out.find("decode, 1 thread: ");
+  ASSERT_NE(d, std::string::npos) << out;
+  EXPECT_EQ(sscanf(out.c_str() + d, "decode, 1 thread: %lf GB/s", &gbs), 1);
+  EXPECT_GT(gbs, 0.0);
+  EXPECT_NE(out.find("of triad"), std::string::npos) << out;
+  EXPECT_NE(out.find("memory bandwidth (8 MiB buffers"), std::string::npos) << out;
+  EXPECT_NE(out.find("model open: "), std::string::npos) << out;
+  EXPECT_NE(out.find("session "), std::string::npos) << out;
+  EXPECT_NE(out.find("peak RSS "), std::string::npos) << out;
+}
+
+TEST(BenchCli, ModelFileAndThreadList) {
+  ringlm_test::RandomModelShape shape;
+  AlignedBuffer buf;
+  std::string err;
+  ASSERT_TRUE(ringlm_test::random_model(shape, fb::DType::Q8, &buf, &err)) << err;
+  const std::string path = ringlm_test::temp_dir() + "/tiny.rlm";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  }
+  std::string out;
+  const std::string cmd =
+      ringlm_test::ringlm_bin() + " bench -m " + path + " -p 16 -n 8 -r 2 -t 1,2 --bw-mib 0";
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  const std::vector<TableRow> rows = table_rows(out);
+  ASSERT_EQ(rows.size(), 4u) << out;
+  std::vector<TableRow> one(rows.begin(), rows.begin() + 2);
+  for (const TableRow& r : one) {
+    EXPECT_EQ(r.cells[0], "tiny q8");
+    EXPECT_EQ(r.cells[4], "1");
+    double mean = 0, sd = 0;
+    EXPECT_TRUE(parse_tps(r.cells[6], &mean, &sd)) << r.cells[6];
+    EXPECT_GT(mean, 0.0);
+  }
+  EXPECT_EQ(rows[0].cells[5], "pp16");
+  EXPECT_EQ(rows[1].cells[5], "tg8");
+  // Two threads: numbers once the thread pool lands, "unsupported" until then.
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(rows[i].cells[4], "2");
+    double mean = 0, sd = 0;
+    EXPECT_TRUE(rows[i].cells[6] == "unsupported" ||
+                (parse_tps(rows[i].cells[6], &mean, &sd) && mean > 0))
+        << rows[i].cells[6];
+  }
+  EXPECT_EQ(out.find("memory bandwidth"), std::string::npos) << out;  // --bw-mib 0
+}
+
+TEST(BenchCli, OnlyOneTest) {
+  ringlm_test::RandomModelShape shape;
+  AlignedBuffer buf;
+  std::string err;
+  ASSERT_TRUE(ringlm_test::random_model(shape, fb::DType::F32, &buf, &err)) << err;
+  const std::string path = ringlm_test::temp_dir() + "/tiny32.rlm";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  }
+  std::string out;
+  std::string cmd = ringlm_test::ringlm_bin() + " bench -m " + path + " -p 0 -n 3 -r 1 --bw-mib 0";
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << out;
+  ASSERT_NO_FATAL_FAILURE(expect_bench_rows(out, {"tg3"}, "tiny32 f32"));
+  cmd = ringlm_test::ringlm_bin() + " bench -m " + path + " -p 5 -n 0 -r 1 -b 2 --kv f16 --bw-mib 0";
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << out;
+  ASSERT_NO_FATAL_FAILURE(expect_bench_rows(out, {"pp5"}, "tiny32 f32"));
+  EXPECT_NE(out.find("n_batch 2, kv f16"), std::string::npos) << out;
+}
+
+TEST(BenchCli, HelpAndUsageErrors) {
+  const std::string b = ringlm_test::ringlm_bin();
+  std::string out;
+  ASSERT_EQ(ringlm_test::run_command(b + " bench --help", &out), 0);
+  for (const char* opt : {"--model", "--synthetic", "--quant", "--as-llama", "--seed", "--layers",
+                          "--n-prompt", "--n-gen", "--threads", "--repetitions", "--batch", "--kv",
+                          "--bw-mib", "smollm2-135m", "unsupported"})
+    EXPECT_NE(out.find(opt), std::string::npos) << opt;
+  EXPECT_EQ(ringlm_test::run_command(b + " --help", &out), 0);
+  EXPECT_NE(out.find("bench"), std::string::npos);
+  EXPECT_EQ(ringlm_test::run_command(b + " bench 2>/dev/null", &out), 2);
+  EXPECT_EQ(ringlm_test::run_command(b + " bench -m x --synthetic smollm2-135m 2>/dev/null", &out),
+            2);
+  EXPECT_EQ(ringlm_test::run_command(b + " bench -m x.rlm --quant q4 2>/dev/null", &out), 2);
+  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic smollm2-135m --quant q5 2>/dev/null",
+                                     &out),
+            2);
+  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic smollm2-135m -t 0 2>/dev/null", &out),
+            2);
+  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic smollm2-135m --backend x 2>/dev/null",
+                                     &out),
+            2);
+  EXPECT_EQ(ringlm_test::run_command(b + " bench -m /nonexistent.rlm 2>/dev/null", &out), 1);
+  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic nope 2>/dev/null", &out), 1);
+}
+
+TEST(BenchCli, NonLlamaNeedsAsLlama) {
+  const std::string cfg = ringlm_test::shared_path("configs/Qwen2.5-0.5B-Instruct/config.json");
+  if (cfg.empty()) GTEST_SKIP() << "configs/Qwen2.5-0.5B-Instruct/config.json not in ../shared";
+  const std::string b = ringlm_test::ringlm_bin();
+  const std::string dir = ringlm_test::temp_dir();
+  std::string out;
+  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic " + cfg + " -p 4 -n 2 -r 1 2>" + dir +
+                                         "/err.txt",
+                                     &out),
+            1);
+  std::string err;
+  ASSERT_TRUE(ringlm_test::read_file(dir + "/err.txt", &err));
+  EXPECT_NE(err.find("--as-llama"), std::string::npos) << err;
+  EXPECT_NE(err.find("Qwen2"), std::string::npos) << err;
+  // With --as-llama (one layer to keep it quick): runs, and says what it ignored.
+  ASSERT_EQ(ringlm_test::run_command(b + " bench --synthetic " + cfg +
+                                         " --as-llama --layers 1 -p 4 -n 2 -r 1 --bw-mib 0 2>" +
+                                         dir + "/err2.txt",
+                                     &out),
+            0)
+      << out;
+  ASSERT_TRUE(ringlm_test::read_file(dir + "/err2.txt", &err));
+  EXPECT_NE(err.find("--as-llama: ignoring"), std::string::npos) << err;
+  ASSERT_NO_FATAL_FAILURE(expect_bench_rows(out, {"pp4", "tg2"}, "Qwen2.5-0.5B-Instruct"));
+}
+
+}  // namespace

@@ -1,0 +1,659 @@
+// ringlm bench: prefill and decode throughput in the style of llama-bench, on a model file or on a
+// synthetic random-weight model of a real model's shape, with the machine's memory bandwidth as
+// the yardstick for decode.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "bandwidth.h"
+#include "commands.h"
+#include "convert/convert.h"
+#include "convert/synthetic.h"
+#include "convert/writer.h"
+#include "mapped_file.h"
+#include "model_generated.h"
+#include "ringlm/ringlm.h"
+
+namespace {
+
+using namespace ringlm;
+
+const char kUsage[] =
+    "usage: ringlm bench -m MODEL [options]\n"
+    "       ringlm bench --synthetic CONFIG.json|DIR|smollm2-135m [--quant q8|q4|f16|f32] "
+    "[options]\n"
+    "\n"
+    "Measures prefill (ppN: one rlm_session_eval over N random token ids) and decode (tgN: N\n"
+    "rlm_step calls from an empty context, greedy, EOS ignored, no token limit) throughput and\n"
+    "prints a markdown table (mean ± sd of tokens/s over the repetitions, after one untimed\n"
+    "warm-up), then: effective weight bandwidth during decode (weight bytes x tokens/s) and its\n"
+    "share of the measured memory bandwidth, model open time, session bytes and peak RSS.\n"
+    "\n"
+    "model:\n"
+    "  -m, --model FILE        model file (.rlm, from `ringlm convert`)\n"
+    "      --synthetic SPEC    random-weight model of a real shape, built in memory: a Hugging\n"
+    "                          Face config.json (or the directory holding it), or the built-in\n"
+    "                          smollm2-135m. Only the Llama family runs today.\n"
+    "      --quant TYPE        synthetic weights as q8 (default), q4, f16 or f32\n"
+    "      --as-llama          synthetic: build the Llama-shaped equivalent of a family the\n"
+    "                          runtime does not run yet (Qwen2/3, Gemma, ...): same dimensions,\n"
+    "                          without biases / qk-norm / rope scaling (listed on stderr)\n"
+    "      --seed N            synthetic weight seed (default 1)\n"
+    "      --layers N          synthetic: use N layers instead of the config's (for tests and\n"
+    "                          quick runs; the table's model name says so)\n"
+    "\n"
+    "run:\n"
+    "  -p, --n-prompt N        prefill test length (default 128; 0 = no pp test)\n"
+    "  -n, --n-gen N           decode test length (default 128; 0 = no tg test)\n"
+    "  -t, --threads LIST      thread counts, comma-separated (default 1); one row per count.\n"
+    "                          A count the runtime refuses is reported as \"unsupported\".\n"
+    "  -r, --repetitions N     timed repetitions per test (default 5)\n"
+    "  -b, --batch N           prefill tokens per forward pass (n_batch; default min(p, 512))\n"
+    "      --kv f32|f16        KV cache precision (default f32)\n"
+    "      --bw-mib N          memory-bandwidth buffer size in MiB (default 256, far above the\n"
+    "                          last-level cache; 0 = skip the bandwidth measurement)\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "The table goes to stdout; progress and notes go to stderr.\n";
+
+double now_s() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+bool parse_u32(const char* s, uint32_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (!*s || *end || errno || v > 0xffffffffUL || s[0] == '-') return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool parse_u32_list(const char* s, std::vector<uint32_t>* out) {
+  std::string item;
+  for (const char* p = s;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      uint32_t v;
+      if (item.empty() || !parse_u32(item.c_str(), &v) || v == 0) return false;
+      out->push_back(v);
+      item.clear();
+      if (!*p) break;
+    } else {
+      item += *p;
+    }
+  }
+  return !out->empty();
+}
+
+std::string human_bytes(double b) {
+  char buf[64];
+  if (b >= 1024.0 * 1024 * 1024) snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024) snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
+  else snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
+  return buf;
+}
+
+std::string human_params(double n) {
+  char buf[64];
+  if (n >= 1e9) snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+  else if (n >= 1e6) snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
+  else snprintf(buf, sizeof buf, "%.2f K", n / 1e3);
+  return buf;
+}
+
+// Model bytes in memory: a mapped file, or a synthetic model in an anonymous memory file.
+struct ModelBytes {
+  MappedFile file;
+  void* map = nullptr;
+  size_t map_size = 0;
+  const void* data() const { return map ? map : file.data(); }
+  size_t size() const { return map ? map_size : file.size(); }
+  ~ModelBytes() {
+    if (map) munmap(map, map_size);
+  }
+};
+
+// Writes the model (streamed, one tensor at a time) into `fd` with buffered writes.
+bool write_model_fd(const conv::ModelData& md, fb::DType quant, int fd, std::string* err) {
+  std::vector<uint8_t> buf;
+  buf.reserve(4u << 20);
+  auto flush = [&](std::string* e) {
+    size_t off = 0;
+    while (off < buf.size()) {
+      ssize_t w = ::write(fd, buf.data() + off, buf.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        *e = std::string("writing the synthetic model failed: ") + strerror(errno);
+        return false;
+      }
+      off += static_cast<size_t>(w);
+    }
+    buf.clear();
+    return true;
+  };
+  conv::ByteSink sink = [&](const void* p, uint64_t n, std::string* e) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    while (n > 0) {
+      const uint64_t k = std::min<uint64_t>(buf.capacity() - buf.size(), n);
+      buf.insert(buf.end(), b, b + k);
+      b += k;
+      n -= k;
+      if (buf.size() == buf.capacity() && !flush(e)) return false;
+    }
+    return true;
+  };
+  return conv::write_model(md, quant, sink, err, nullptr, false, nullptr) && flush(err);
+}
+
+// Builds the synthetic model's bytes into an anonymous memory file and maps it (page-aligned, so
+// 64-aligned). The build runs in a child process so its transient buffers (one tensor in f32 at a
+// time: up to ~1 GB for a large embedding) do not count in this process's peak RSS; the model
+// bytes do, once touched, as a mapped model file's would.
+bool build_synthetic(const conv::ModelData& md, fb::DType quant, ModelBytes* out,
+                     std::string* err) {
+  int fd = memfd_create("ringlm-synthetic", MFD_CLOEXEC);
+  if (fd < 0) {
+    *err = std::string("memfd_create failed: ") + strerror(errno);
+    return false;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::string e;
+    if (!write_model_fd(md, quant, fd, &e)) {
+      fprintf(stderr, "ringlm bench: %s\n", e.c_str());
+      _exit(1);
+    }
+    _exit(0);
+  }
+  bool ok = true;
+  if (pid < 0) {  // no fork: build here
+    ok = write_model_fd(md, quant, fd, err);
+  } else {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      *err = "building the synthetic model failed";
+      ok = false;
+    }
+  }
+  struct stat st;
+  if (ok && (fstat(fd, &st) != 0 || st.st_size <= 0)) {
+    *err = "the synthetic model is empty";
+    ok = false;
+  }
+  if (ok) {
+    void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      *err = std::string("mmap of the synthetic model failed: ") + strerror(errno);
+      ok = false;
+    } else {
+      out->map = p;
+      out->map_size = static_cast<size_t>(st.st_size);
+    }
+  }
+  close(fd);
+  return ok;
+}
+
+// Parameter count and the storage type of the 2-D weights, from the verified header.
+void describe_weights(const void* bytes, double* params, std::string* quant) {
+  const fb::Model* m = fb::GetSizePrefixedModel(bytes);
+  *params = 0;
+  quant->clear();
+  if (!m->tensors()) return;
+  for (const fb::Tensor* t : *m->tensors()) {
+    double n = 1;
+    if (t->shape())
+      for (uint64_t d : *t->shape()) n *= static_cast<double>(d);
+    *params += n;
+    if (t->shape() && t->shape()->size() == 2) {
+      const char* q = conv::dtype_name(t->dtype());
+      if (quant->empty()) *quant = q;
+      else if (*quant != q && *quant != "mixed") *quant = "mixed";
+    }
+  }
+  if (quant->empty()) *quant = "f32";
+}
+
+// Session memory owned by the tool; the session is released (worker threads joined) before the
+// memory is freed.
+struct SessionMemory {
+  void* mem = nullptr;
+  rlm_session* s = nullptr;
+  SessionMemory() = default;
+  SessionMemory(const SessionMemory&) = delete;
+  SessionMemory& operator=(const SessionMemory&) = delete;
+  ~SessionMemory() {
+    if (s) rlm_session_release(s);
+    free(mem);
+  }
+};
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+
+Stat stats_of(const std::vector<double>& v) {
+  Stat s;
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double q = 0;
+    for (double x : v) q += (x - s.mean) * (x - s.mean);
+    s.sd = sqrt(q / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+
+struct Runner {
+  rlm_session* s = nullptr;
+  uint32_t vocab = 0;
+  int32_t first_token = 0;
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  std::vector<int32_t> ids;
+  std::string error;
+
+  int32_t random_token() {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    const uint32_t lo = vocab > 3 ? 3 : 0;  // skip <unk> <s> </s>-like low ids
+    return static_cast<int32_t>(lo + rng % (vocab - lo));
+  }
+
+  bool fail(const char* what, rlm_status st) {
+    error = std::string(what) + ": " + rlm_status_string(st);
+    const char* m = rlm_session_error(s);
+    if (*m) error += std::string(": ") + m;
+    return false;
+  }
+
+  // Prefill of p random tokens: seconds of the rlm_session_eval call.
+  bool pp(uint32_t p, double* secs) {
+    rlm_status st = rlm_session_reset(s);
+    if (st != RLM_OK) return fail("reset", st);
+    ids.resize(p);
+    for (int32_t& t : ids) t = random_token();
+    if ((st = rlm_session_feed_tokens(s, ids.data(), ids.size())) != RLM_OK)
+      return fail("feed", st);
+    const double t0 = now_s();
+    st = rlm_session_eval(s);
+    *secs = now_s() - t0;
+    if (st != RLM_OK) return fail("eval", st);
+    if (rlm_session_position(s) != p) {
+      error = "eval ran " + std::to_string(rlm_session_position(s)) + " tokens, expected " +
+              std::to_string(p);
+      return false;
+    }
+    return true;
+  }
+
+  // n decode steps from one start token: seconds of the n rlm_step calls.
+  bool tg(uint32_t n, double* secs) {
+    rlm_status st = rlm_session_reset(s);
+    if (st != RLM_OK) return fail("reset", st);
+    rlm_session_set_max_tokens(s, 0);
+    rlm_session_set_ignore_eos(s, 1);
+    const int32_t start = first_token;
+    if ((st = rlm_session_feed_tokens(s, &start, 1)) != RLM_OK) return fail("feed", st);
+    rlm_step_result r;
+    rlm_step_result_default(&r);
+    const double t0 = now_s();
+    for (uint32_t i = 0; i < n; ++i) {
+      if ((st = rlm_step(s, &r)) != RLM_OK) {
+        *secs = now_s() - t0;
+        return fail("step", st);
+      }
+      if (r.stop != RLM_STOP_NONE) {
+        error = "generation stopped early (stop reason " + std::to_string(r.stop) + ")";
+        return false;
+      }
+    }
+    *secs = now_s() - t0;
+    return true;
+  }
+};
+
+struct Row {
+  uint32_t threads;
+  std::string test;
+  bool supported = false;
+  Stat tps;
+};
+
+void print_row(const std::string& model, const std::string& size, const std::string& params,
+               const std::string& backend, const Row& r) {
+  char tps[96];
+  if (r.supported) snprintf(tps, sizeof tps, "%.2f ± %.2f", r.tps.mean, r.tps.sd);
+  else snprintf(tps, sizeof tps, "unsupported");
+  printf("| %s | %s | %s | %s | %u | %s | %s |\n", model.c_str(), size.c_str(), params.c_str(),
+         backend.c_str(), r.threads, r.test.c_str(), tps);
+  fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  std::string model_path, synthetic;
+  fb::DType quant = fb::DType::Q8;
+  bool quant_given = false, as_llama = false;
+  uint32_t seed = 1, layers = 0, n_prompt = 128, n_gen = 128, reps = 5, batch = 0, bw_mib = 256;
+  std::vector<uint32_t> threads;
+  rlm_kv_dtype kv = RLM_KV_F32;
+
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* v = nullptr;
+    auto need = [&]() -> bool {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "ringlm bench: %s needs a value\n", a.c_str());
+        return false;
+      }
+      v = argv[++i];
+      return true;
+    };
+    bool ok = true;
+    if (a == "-h" || a == "--help") {
+      fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "-m" || a == "--model") {
+      if (!need()) return 2;
+      model_path = v;
+    } else if (a == "--synthetic") {
+      if (!need()) return 2;
+      synthetic = v;
+    } else if (a == "--quant") {
+      if (!need()) return 2;
+      ok = conv::parse_dtype(v, &quant);
+      quant_given = true;
+    } else if (a == "--as-llama") {
+      as_llama = true;
+    } else if (a == "--seed") {
+      if (!need()) return 2;
+      ok = parse_u32(v, &seed);
+    } else if (a == "--layers") {
+      if (!need()) return 2;
+      ok = parse_u32(v, &layers) && layers > 0;
+    } else if (a == "-p" || a == "--n-prompt") {
+      if (!need()) return 2;
+      ok = parse_u32(v, &n_prompt) && n_prompt <= (1u << 20);
+    } else if (a == "-n" || a == "--n-gen") {
+      if (!need()) return 2;
+      ok = parse_u32(v, &n_gen) && n_gen <= (1u << 20);
+    } else if (a == "-t" || a == "--threads") {
+      if (!need()) return 2;
+      ok = parse_u32_list(v, &threads);
+    } else if (a == "-r" || a == "--repetitions") {
+      if (!need()) return 2;
+      ok = parse_u32(v, &reps) && reps > 0;
+    } else if (a == "-b" || a == "--batch") {
+      if (!need()) return 2;
+      ok = parse_u32(v, &batch) && batch > 0;
+    } else if (a == "--kv") {
+      if (!need()) return 2;
+      if (!strcmp(v, "f32")) kv = RLM_KV_F32;
+      else if (!strcmp(v, "f16")) kv = RLM_KV_F16;
+      else ok = false;
+    } else if (a == "--bw-mib") {
+      if (!need()) return 2;
+      ok = parse_u32(v, &bw_mib) && bw_mib <= (1u << 16);
+    } else {
+      fprintf(stderr, "ringlm bench: unknown option '%s'\n\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+    if (!ok) {
+      fprintf(stderr, "ringlm bench: bad value '%s' for %s\n", v ? v : "", a.c_str());
+      return 2;
+    }
+  }
+  if (model_path.empty() == synthetic.empty()) {
+    fprintf(stderr, "ringlm bench: need exactly one of -m MODEL / --synthetic SPEC\n\n%s",
+            kUsage);
+    return 2;
+  }
+  if (!model_path.empty() && (quant_given || as_llama || layers)) {
+    fprintf(stderr, "ringlm bench: --quant, --as-llama and --layers apply to --synthetic only\n");
+    return 2;
+  }
+  if (n_prompt == 0 && n_gen == 0) {
+    fprintf(stderr, "ringlm bench: nothing to run (-p 0 and -n 0)\n");
+    return 2;
+  }
+  if (threads.empty()) threads.push_back(1);
+
+  // ---- model ----
+  ModelBytes bytes;
+  std::string err, name;
+  double build_s = 0;
+  if (!synthetic.empty()) {
+    conv::ModelData md;
+    conv::SyntheticOptions so;
+    std::vector<std::string> ignored;
+    so.as_llama = as_llama;
+    so.direct = true;  // matrices generated straight in the target encoding
+    so.direct_type = quant;
+    so.n_layers_override = layers;
+    so.ignored = &ignored;
+    so.name = &name;
+    if (!conv::synthetic_model(synthetic, seed, so, &md, &err)) {
+      fprintf(stderr, "ringlm bench: %s\n", err.c_str());
+      return 1;
+    }
+    for (const std::string& s : ignored)
+      fprintf(stderr, "ringlm bench: --as-llama: ignoring %s\n", s.c_str());
+    fprintf(stderr, "ringlm bench: building synthetic %s (%s)...\n", name.c_str(),
+            conv::dtype_name(quant));
+    const double t0 = now_s();
+    if (!build_synthetic(md, quant, &bytes, &err)) {
+      fprintf(stderr, "ringlm bench: %s\n", err.c_str());
+      return 1;
+    }
+    build_s = now_s() - t0;
+    name = "synth " + name;
+    if (layers) name += " " + std::to_string(layers) + "L";
+  } else {
+    if (!bytes.file.open(model_path, &err)) {
+      fprintf(stderr, "ringlm bench: %s\n", err.c_str());
+      return 1;
+    }
+    name = model_path.substr(model_path.find_last_of('/') == std::string::npos
+                                 ? 0
+                                 : model_path.find_last_of('/') + 1);
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".rlm") == 0)
+      name.resize(name.size() - 4);
+  }
+  rlm_model model;
+  const double t_open0 = now_s();
+  rlm_status st = rlm_model_open(bytes.data(), bytes.size(), &model);
+  const double open_s = now_s() - t_open0;
+  if (st != RLM_OK) {
+    fprintf(stderr, "ringlm bench: model: %s: %s\n", rlm_status_string(st),
+            rlm_model_error(&model));
+    return 1;
+  }
+  rlm_model_info info;
+  rlm_model_info_default(&info);
+  rlm_model_get_info(&model, &info);
+  double params = 0;
+  std::string wq;
+  describe_weights(bytes.data(), &params, &wq);
+  const std::string label = name + " " + wq;
+  const std::string size_s = human_bytes(static_cast<double>(info.weight_bytes));
+  const std::string params_s = human_params(params);
+
+  // ---- runs ----
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+  cfg.n_ctx = std::max<uint32_t>(std::max(n_prompt, n_gen + 1), 2);
+  cfg.n_sink = std::min<uint32_t>(cfg.n_sink, cfg.n_ctx - 1);
+  cfg.kv_dtype = kv;
+  cfg.n_batch = batch ? batch : std::min<uint32_t>(std::max<uint32_t>(n_prompt, 1), 512);
+  cfg.max_pending = std::max<uint32_t>(cfg.max_pending, n_prompt);
+  rlm_sampling sp;
+  rlm_sampling_default(&sp);
+  sp.temperature = 0.0f;
+
+  printf("| model | size | params | backend | threads | test | t/s |\n");
+  printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+  fflush(stdout);
+  struct ThreadResult {
+    uint32_t threads;
+    bool supported;
+    double tg_tps;
+    size_t session_bytes;
+  };
+  std::vector<ThreadResult> results;
+  // The C ABI does not say which kernel table a session runs (scalar reference today).
+  const std::string backend = "CPU";
+  const std::string pp_name = "pp" + std::to_string(n_prompt);
+  const std::string tg_name = "tg" + std::to_string(n_gen);
+  for (uint32_t nt : threads) {
+    cfg.n_threads = nt;
+    ThreadResult tr{nt, false, 0.0, 0};
+    size_t need = 0, align = 0;
+    SessionMemory sm;
+    st = rlm_session_memory(&model, &cfg, &need, &align);
+    if (st == RLM_OK) {
+      sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
+      if (!sm.mem) {
+        fprintf(stderr, "ringlm bench: cannot allocate %zu bytes of session memory\n", need);
+        return 1;
+      }
+      st = rlm_session_init(&model, &cfg, sm.mem, need, &sm.s);
+    }
+    if (st != RLM_OK) sm.s = nullptr;
+    rlm_session* const s = sm.s;
+    if (st != RLM_OK) {
+      fprintf(stderr, "ringlm bench: %u thread(s): session: %s\n", nt, rlm_status_string(st));
+      for (const std::string* t : {&pp_name, &tg_name}) {
+        if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
+        Row row;
+        row.threads = nt;
+        row.test = *t;
+        print_row(label, size_s, params_s, backend, row);
+      }
+      results.push_back(tr);
+      continue;
+    }
+    tr.supported = true;
+    tr.session_bytes = need;
+    if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
+      fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
+      return 1;
+    }
+    Runner run;
+    run.s = s;
+    run.vocab = info.vocab_size;
+    run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
+    double secs = 0;
+    // Warm-up (untimed): faults the weights in and settles clocks.
+    fprintf(stderr, "ringlm bench: %u thread(s): warm-up...\n", nt);
+    if ((n_prompt && !run.pp(n_prompt, &secs)) || (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
+      fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
+      return 1;
+    }
+    if (n_prompt) {
+      std::vector<double> v;
+      for (uint32_t r = 0; r < reps; ++r) {
+        if (!run.pp(n_prompt, &secs)) {
+          fprintf(stderr, "ringlm bench: %s: %s\n", pp_name.c_str(), run.error.c_str());
+              return 1;
+        }
+        v.push_back(n_prompt / secs);
+      }
+      Row row{nt, pp_name, true, stats_of(v)};
+      print_row(label, size_s, params_s, backend, row);
+    }
+    if (n_gen) {
+      std::vector<double> v;
+      for (uint32_t r = 0; r < reps; ++r) {
+        if (!run.tg(n_gen, &secs)) {
+          fprintf(stderr, "ringlm bench: %s: %s\n", tg_name.c_str(), run.error.c_str());
+              return 1;
+        }
+        v.push_back(n_gen / secs);
+      }
+      Row row{nt, tg_name, true, stats_of(v)};
+      print_row(label, size_s, params_s, backend, row);
+      tr.tg_tps = row.tps.mean;
+    }
+    results.push_back(tr);
+  }
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  const double peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;  // KiB on Linux
+
+  // ---- memory bandwidth (after the peak RSS reading: its buffers are not the model's) ----
+  std::vector<BandwidthResult> bw;
+  if (bw_mib) {
+    std::vector<uint32_t> counts = {1, 2};
+    for (const ThreadResult& r : results)
+      if (r.supported && std::find(counts.begin(), counts.end(), r.threads) == counts.end())
+        counts.push_back(r.threads);
+    std::sort(counts.begin(), counts.end());
+    fprintf(stderr, "ringlm bench: measuring memory bandwidth...\n");
+    for (uint32_t c : counts) {
+      BandwidthResult b;
+      if (measure_bandwidth(static_cast<size_t>(bw_mib) << 20, c, 5, &b)) bw.push_back(b);
+    }
+  }
+  auto bw_for = [&](uint32_t t) -> const BandwidthResult* {
+    for (const BandwidthResult& b : bw)
+      if (b.threads == t) return &b;
+    return nullptr;
+  };
+
+  printf("\n");
+  for (const ThreadResult& r : results) {
+    if (!r.supported || n_gen == 0) continue;
+    const double gbs = static_cast<double>(info.weight_bytes) * r.tg_tps * 1e-9;
+    printf("decode, %u thread%s: %.2f GB/s effective weight traffic (%s x %.2f t/s)", r.threads,
+           r.threads == 1 ? "" : "s", gbs, size_s.c_str(), r.tg_tps);
+    if (const BandwidthResult* b = bw_for(r.threads)) {
+      printf(" = %.1f%% of triad %.2f GB/s, %.1f%% of read %.2f GB/s",
+             b->triad_gbs > 0 ? 100.0 * gbs / b->triad_gbs : 0.0, b->triad_gbs,
+             b->read_gbs > 0 ? 100.0 * gbs / b->read_gbs : 0.0, b->read_gbs);
+    }
+    printf("\n");
+  }
+  if (!bw.empty()) {
+    printf("memory bandwidth (%u MiB buffers, best of 5):", bw_mib);
+    for (size_t i = 0; i < bw.size(); ++i) {
+      printf("%s %u thread%s read %.2f GB/s, triad %.2f GB/s", i ? ";" : "", bw[i].threads,
+             bw[i].threads == 1 ? "" : "s", bw[i].read_gbs, bw[i].triad_gbs);
+    }
+    printf("\n");
+  }
+  printf("model open: %.2f ms", open_s * 1e3);
+  if (!synthetic.empty()) printf(" (synthetic build %.2f s)", build_s);
+  printf(" | file %s | weights %s", human_bytes(static_cast<double>(bytes.size())).c_str(),
+         size_s.c_str());
+  for (const ThreadResult& r : results) {
+    if (!r.supported) continue;
+    printf(" | session %s (n_ctx %u, n_batch %u, kv %s)",
+           human_bytes(static_cast<double>(r.session_bytes)).c_str(), cfg.n_ctx, cfg.n_batch,
+           kv == RLM_KV_F16 ? "f16" : "f32");
+    break;
+  }
+  printf(" | peak RSS %s\n", human_bytes(peak_rss).c_str());
+  fflush(stdout);
+  return 0;
+}
