@@ -2,14 +2,17 @@
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <unistd.h>
 
 namespace ringlm {
 namespace {
 
-// Spin iterations before a worker sleeps: ~tens of microseconds, longer than the gap between
-// two matmuls of one decode step, much shorter than a human-scale pause.
-constexpr uint32_t kSpinIterations = 1u << 16;
+// A waiting thread first spins (the next op of a decode step arrives within microseconds), then
+// yields its core (another thread of this process may need it: more threads than cores, or a
+// loaded machine), and a worker finally sleeps on the futex, so an idle session costs no CPU.
+constexpr uint32_t kSpinIterations = 1u << 11;
+constexpr uint32_t kYieldIterations = 1u << 8;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -40,11 +43,16 @@ void* worker_main(void* p) {
     uint32_t spins = 0;
     while ((g = pool->generation.load(std::memory_order_acquire)) == seen) {
       if (pool->quit.load(std::memory_order_acquire)) return nullptr;
-      if (++spins < kSpinIterations) {
+      ++spins;
+      if (spins < kSpinIterations) {
         cpu_relax();
+      } else if (spins < kSpinIterations + kYieldIterations) {
+        sched_yield();
       } else {
-        pool->sleepers.fetch_add(1, std::memory_order_acq_rel);
-        if (pool->generation.load(std::memory_order_acquire) == seen &&
+        // Dekker handshake with thread_pool_run: sleepers++ then re-check generation here,
+        // generation++ then check sleepers there; seq_cst so one side always sees the other.
+        pool->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (pool->generation.load(std::memory_order_seq_cst) == seen &&
             !pool->quit.load(std::memory_order_acquire)) {
           futex_wait(&pool->generation, seen);
         }
@@ -106,10 +114,16 @@ void thread_pool_run(ThreadPool* pool, ThreadJob job, void* ctx) {
   pool->job = job;
   pool->ctx = ctx;
   pool->pending.store(pool->n_threads - 1, std::memory_order_release);
-  pool->generation.fetch_add(1, std::memory_order_acq_rel);
-  if (pool->sleepers.load(std::memory_order_acquire) > 0) futex_wake_all(&pool->generation);
+  pool->generation.fetch_add(1, std::memory_order_seq_cst);
+  if (pool->sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&pool->generation);
   job(ctx, 0, pool->n_threads);
-  while (pool->pending.load(std::memory_order_acquire) != 0) cpu_relax();
+  for (uint32_t spins = 0; pool->pending.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations) {
+      cpu_relax();
+    } else {
+      sched_yield();
+    }
+  }
 }
 
 void thread_pool_stop(ThreadPool* pool) {
