@@ -40,7 +40,7 @@ CpClass utf8_class(const uint8_t* s, size_t n, size_t* len);
 // the other 68 bytes (0x00..0x20, 0x7F..0xA0, 0xAD) map in order to U+0100..U+0143.
 constexpr uint32_t gpt2_byte_to_cp(uint8_t b) {
   return b <= 0x20 ? 0x100u + b
-                   : (b >= 0x7F && b <= 0xA0) ? b + 210u : b == 0xAD ? 0x143u : uint32_t{b};
+                   : (b >= 0x7F && b <= 0xA0) ? b + 162u : b == 0xAD ? 0x143u : uint32_t{b};
 }
 
 // Inverse of gpt2_byte_to_cp: the byte, or -1 when cp is not in the alphabet.
@@ -48,7 +48,7 @@ constexpr int gpt2_cp_to_byte(uint32_t cp) {
   return ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF))
              ? static_cast<int>(cp)
          : (cp >= 0x100 && cp <= 0x120) ? static_cast<int>(cp - 0x100)
-         : (cp >= 0x121 && cp <= 0x142) ? static_cast<int>(cp - 210)
+         : (cp >= 0x121 && cp <= 0x142) ? static_cast<int>(cp - 162)
          : cp == 0x143                  ? 0xAD
                                         : -1;
 }

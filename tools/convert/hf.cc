@@ -234,20 +234,39 @@ bool read_tokenizer_json(const std::string& path, TokenizerData* out, std::strin
         }))
       t.add_space_prefix = true;
   } else {
+    // Byte-level pre-tokenizer from its regex (Split + ByteLevel(use_regex: false)), or
+    // Digits(individual_digits) + ByteLevel (StarCoder / SmolLM), else GPT-2's (ByteLevel's own).
     t.pre_tokenizer = fb::PreTokenizer::Gpt2;
     if (j.contains("pre_tokenizer")) {
       const std::string pre = j["pre_tokenizer"].dump();
       if (pre.find("\\\\p{N}{1,3}") != std::string::npos) t.pre_tokenizer = fb::PreTokenizer::Llama3;
       else if (pre.find("\\\\p{N}|") != std::string::npos) t.pre_tokenizer = fb::PreTokenizer::Qwen2;
+      else if (find_node(j["pre_tokenizer"], "Digits", [](const json& n) {
+                 return n.value("individual_digits", false);
+               }))
+        t.pre_tokenizer = fb::PreTokenizer::StarCoder;
     }
   }
   // BOS from the post-processor template (a special token first in "single").
   t.add_bos = !byte_level;
   if (j.contains("post_processor") && j["post_processor"].is_object()) {
     const json& pp = j["post_processor"];
-    if (pp.value("type", std::string()) == "TemplateProcessing" && pp.contains("single") &&
-        pp["single"].is_array() && !pp["single"].empty()) {
-      t.add_bos = pp["single"][0].contains("SpecialToken");
+    // Llama 3 nests it: Sequence [ByteLevel, TemplateProcessing].
+    const json* tp = nullptr;
+    if (pp.value("type", std::string()) == "TemplateProcessing") {
+      tp = &pp;
+    } else if (pp.contains("processors") && pp["processors"].is_array()) {
+      for (const json& p : pp["processors"])
+        if (p.is_object() && p.value("type", std::string()) == "TemplateProcessing") tp = &p;
+    }
+    if (tp && tp->contains("single") && (*tp)["single"].is_array() && !(*tp)["single"].empty()) {
+      const json& first = (*tp)["single"][0];
+      t.add_bos = first.contains("SpecialToken");
+      if (t.add_bos && first["SpecialToken"].is_object() && first["SpecialToken"].contains("id") &&
+          first["SpecialToken"]["id"].is_string()) {
+        auto it = vocab.find(first["SpecialToken"]["id"].get<std::string>());
+        if (it != vocab.end()) t.bos_id = static_cast<int32_t>(it->second);
+      }
     }
   }
   *out = std::move(t);
@@ -548,6 +567,10 @@ bool read_hf(const std::string& path_in, ModelData* out, std::string* err) {
   tok.eos_id = tok.end_ids.empty() ? -1 : tok.end_ids[0];
   *out = std::move(m);
   return true;
+}
+
+bool read_hf_tokenizer(const std::string& path, TokenizerData* out, std::string* err) {
+  return read_tokenizer_json(path, out, err);
 }
 
 }  // namespace conv

@@ -24,6 +24,11 @@ bool read_gguf_tokenizer(const std::string& path, TokenizerData* out, std::strin
 // model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json.
 bool read_hf(const std::string& dir, ModelData* out, std::string* err);
 
+// Only the tokenizer of a Hugging Face tokenizer.json (model type BPE; ByteLevel or
+// SentencePiece-style), as read_hf reads it: added_tokens special -> Control, others ->
+// UserDefined; BOS from the post-processor template when it starts with a special token.
+bool read_hf_tokenizer(const std::string& path, TokenizerData* out, std::string* err);
+
 // Drops repeated (left, right) merges, keeping the first (lowest rank): the model format stores
 // merges strictly ordered by (left, right), so a pair may appear only once.
 void dedupe_merges(TokenizerData* t);
