@@ -66,6 +66,8 @@ std::string ringlm_bin() {
 #endif
 }
 
+std::string ringlm_bin_path() { return std::string(RINGLM_BIN_DIR) + "/ringlm"; }
+
 std::string temp_dir() {
   char tmpl[] = "/tmp/ringlm-test-XXXXXX";
   char* d = mkdtemp(tmpl);

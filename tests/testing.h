@@ -46,6 +46,9 @@ bool read_file_aligned(const std::string& path, AlignedBuffer* out);
 // popen/system strings, unquoted, not as a file name.
 std::string ringlm_bin();
 
+// The `ringlm` executable's file name alone (no emulator): for access()/stat() checks.
+std::string ringlm_bin_path();
+
 // A fresh temporary directory (removed by the OS's tmp cleaning, not by the test).
 std::string temp_dir();
 

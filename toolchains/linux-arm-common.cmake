@@ -1,6 +1,6 @@
 # Shared part of the ARM Linux toolchain files (aarch64-linux-gnu.cmake, arm-linux-gnueabihf.cmake).
 # The including file sets RINGLM_TRIPLE, RINGLM_QEMU_ARCH, RINGLM_SYSROOT_ARCH, _ringlm_default_cpu
-# and, optionally, _ringlm_arch_flags.
+# and, optionally, _ringlm_arch_flags (C, C++, ASM) and _ringlm_cxx_flags (C++ only).
 #
 # Compilers: Debian's g++-<triple> (libc/libstdc++ live in its own sysroot /usr/<triple>).
 # Extra target libraries (XNNPACK, pthreadpool, cpuinfo, GoogleTest, flatbuffers and nlohmann-json
@@ -13,11 +13,9 @@ set(CMAKE_C_COMPILER ${RINGLM_TRIPLE}-gcc)
 set(CMAKE_CXX_COMPILER ${RINGLM_TRIPLE}-g++)
 set(CMAKE_LIBRARY_ARCHITECTURE ${RINGLM_TRIPLE})
 
-if(_ringlm_arch_flags)
-  set(CMAKE_C_FLAGS_INIT "${_ringlm_arch_flags}")
-  set(CMAKE_CXX_FLAGS_INIT "${_ringlm_arch_flags}")
-  set(CMAKE_ASM_FLAGS_INIT "${_ringlm_arch_flags}")
-endif()
+set(CMAKE_C_FLAGS_INIT "${_ringlm_arch_flags}")
+set(CMAKE_CXX_FLAGS_INIT "${_ringlm_arch_flags} ${_ringlm_cxx_flags}")
+set(CMAKE_ASM_FLAGS_INIT "${_ringlm_arch_flags}")
 
 # Where make-sysroot.sh puts the target libraries. Default: <build dir>/sysroot. The value is
 # handed on to try_compile projects (whose CMAKE_BINARY_DIR is elsewhere).
