@@ -21,6 +21,7 @@
 #include "model.h"
 #include "testing.h"
 #include "tokenizer.h"
+#include "tokenizer_vectors.h"
 
 namespace {
 
@@ -265,37 +266,12 @@ Table* Llama2Vocab::table_ = nullptr;
 TokenizerData* Llama2Vocab::data_ = nullptr;
 
 TEST_F(Llama2Vocab, LlamaCppConformanceVectors) {
-  const std::string inp = ringlm_test::shared_path("tokenizers/vectors/ggml-vocab-llama-spm.gguf.inp");
-  const std::string outp = ringlm_test::shared_path("tokenizers/vectors/ggml-vocab-llama-spm.gguf.out");
-  if (inp.empty() || outp.empty()) GTEST_SKIP() << "llama-spm conformance vectors not available";
-  std::string in_text, out_text;
-  ASSERT_TRUE(ringlm_test::read_file(inp, &in_text));
-  ASSERT_TRUE(ringlm_test::read_file(outp, &out_text));
-
-  // As llama.cpp's test-tokenizer-0: each string is terminated by "\n__ggml_vocab_test__\n".
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> texts;
-  size_t pos = 0;
-  for (;;) {
-    const size_t at = in_text.find(sep, pos);
-    if (at == std::string::npos) break;
-    texts.push_back(in_text.substr(pos, at - pos));
-    pos = at + sep.size();
-  }
-  EXPECT_EQ(pos, in_text.size()) << "trailing text after the last separator";
-
-  std::vector<std::vector<int32_t>> expected;
-  std::istringstream lines(out_text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream ls(line);
-    std::vector<int32_t> ids;
-    int32_t id;
-    while (ls >> id) ids.push_back(id);
-    expected.push_back(ids);
-  }
+  tokvec::Vectors v;
+  std::string why;
+  if (!tokvec::load_vectors("ggml-vocab-llama-spm", &v, &why)) GTEST_SKIP() << why;
+  const std::vector<std::string>& texts = v.texts;
+  const std::vector<std::vector<int32_t>>& expected = v.ids;
   ASSERT_EQ(texts.size(), 46u);
-  ASSERT_EQ(expected.size(), texts.size());
 
   size_t pass = 0;
   for (size_t i = 0; i < texts.size(); ++i) {

@@ -17,6 +17,7 @@ const Verb kVerbs[] = {
     {"inspect", cmd_inspect, "verify a model file and print its contents"},
     {"generate", cmd_generate, "generate text from a prompt"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"bench", cmd_bench, "measure prefill / decode speed (model file or synthetic shape)"},
 };
 

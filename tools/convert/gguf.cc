@@ -515,10 +515,13 @@ bool gguf_tokenizer(const Gguf& g, TokenizerData* out, std::string* err) {
   std::string pre;
   if (!get_string(g, "tokenizer.ggml.pre", &pre, err)) return false;
   if (t.kind == fb::TokenizerKind::ByteLevel) {
-    if (pre == "llama-bpe" || pre == "llama3" || pre == "smaug-bpe")
+    // llama.cpp's tokenizer.ggml.pre names whose regexes these pre-tokenizers are.
+    if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "smaug-bpe" ||
+        pre == "falcon3" || pre == "pixtral")
       t.pre_tokenizer = fb::PreTokenizer::Llama3;
-    else if (pre == "qwen2") t.pre_tokenizer = fb::PreTokenizer::Qwen2;
-    else if (pre == "starcoder" || pre == "refact") t.pre_tokenizer = fb::PreTokenizer::StarCoder;
+    else if (pre == "qwen2" || pre == "stablelm2") t.pre_tokenizer = fb::PreTokenizer::Qwen2;
+    else if (pre == "starcoder" || pre == "refact" || pre == "smollm" || pre == "codeshell")
+      t.pre_tokenizer = fb::PreTokenizer::StarCoder;
     else t.pre_tokenizer = fb::PreTokenizer::Gpt2;
     if (t.pre_tokenizer == fb::PreTokenizer::Llama3 && !g.get("tokenizer.ggml.add_bos_token"))
       t.add_bos = true;

@@ -1,0 +1,126 @@
+#include "tokenizer_source.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <fstream>
+
+#include "convert/file_io.h"
+#include "convert/ir.h"
+#include "convert/readers.h"
+#include "convert/tiktoken.h"
+#include "model.h"
+#include "tokenizer.h"
+
+namespace {
+
+using namespace ringlm;
+
+// The first `n` bytes of a file (fewer when it is shorter); false when it cannot be read.
+bool read_head(const std::string& path, size_t n, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  out->assign(n, '\0');
+  f.read(&(*out)[0], static_cast<std::streamsize>(n));
+  out->resize(static_cast<size_t>(f.gcount()));
+  return true;
+}
+
+// A llama2.c tokenizer.bin: int32 max_token_length, then (float score, int32 len, len bytes)
+// records up to the end of the file. Returns the record count, 0 when the file is not one.
+uint32_t llama2c_token_count(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return 0;
+  const std::streamoff size = f.tellg();
+  f.seekg(0);
+  int32_t max_len = 0;
+  if (size < 4 || !f.read(reinterpret_cast<char*>(&max_len), 4) || max_len <= 0 ||
+      max_len > 4096) {
+    return 0;
+  }
+  std::streamoff pos = 4;
+  uint32_t n = 0;
+  while (pos < size) {
+    int32_t len = 0;
+    if (size - pos < 8 || !f.seekg(pos + 4) || !f.read(reinterpret_cast<char*>(&len), 4) ||
+        len < 0 || len > max_len) {
+      return 0;
+    }
+    pos += 8 + len;
+    if (pos > size || ++n > kMaxVocab) return 0;
+  }
+  return n;
+}
+
+bool build_table(const conv::TokenizerData& d, const std::string& kind, const std::string& path,
+                 CliTokenizer* out, std::string* err) {
+  out->table = conv::tokenizer_only_buffer(d);
+  out->vocab = static_cast<uint32_t>(d.pieces.size());
+  out->tok = flatbuffers::GetRoot<fb::Tokenizer>(out->table.data());
+  out->source = kind;
+  char msg[256] = {0};
+  ErrorSink sink{msg, sizeof(msg)};
+  if (verify_tokenizer(out->tok, out->vocab, &sink) != RLM_OK) {
+    *err = kind + " vocabulary '" + path + "' is not usable: " + msg;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool open_model_tokenizer(const std::string& path, CliTokenizer* out, std::string* err) {
+  out->file.reset(new MappedFile);
+  if (!out->file->open(path, err)) return false;
+  out->model.reset(new rlm_model);
+  if (rlm_model_open(out->file->data(), out->file->size(), out->model.get()) != RLM_OK) {
+    *err = "model '" + path + "': " + rlm_model_error(out->model.get());
+    return false;
+  }
+  const ModelImpl* m = model_impl(out->model.get());
+  out->tok = m->root->tokenizer();
+  out->vocab = m->hp.vocab_size;
+  out->source = "model";
+  return true;
+}
+
+bool open_vocab_tokenizer(const std::string& path_in, CliTokenizer* out, std::string* err) {
+  std::string path = path_in;
+  if (conv::is_directory(path)) {
+    path += "/tokenizer.json";
+    if (!conv::file_exists(path)) {
+      *err = "directory '" + path_in + "' has no tokenizer.json";
+      return false;
+    }
+  }
+  std::string head;
+  if (!read_head(path, 4096, &head)) {
+    *err = "cannot open vocabulary '" + path + "'";
+    return false;
+  }
+  conv::TokenizerData d;
+  if (head.size() >= 4 && head.compare(0, 4, "GGUF") == 0) {
+    if (!conv::read_gguf_tokenizer(path, &d, err)) return false;
+    return build_table(d, "GGUF", path, out, err);
+  }
+  if (head.size() >= 12 && head.compare(8, 4, "RLM1") == 0) return open_model_tokenizer(path, out, err);
+  size_t i = 0;
+  while (i < head.size() && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t'))
+    ++i;
+  if (i < head.size() && head[i] == '{') {
+    if (!conv::read_hf_tokenizer(path, &d, err)) return false;
+    return build_table(d, "tokenizer.json", path, out, err);
+  }
+  if (conv::looks_like_tiktoken(head.substr(0, head.find('\n')))) {
+    if (!conv::read_tiktoken(path, &d, err)) return false;
+    return build_table(d, "tiktoken", path, out, err);
+  }
+  if (const uint32_t n = llama2c_token_count(path)) {
+    if (!conv::read_llama2c_tokenizer(path, n, &d, err)) return false;
+    return build_table(d, "llama2.c tokenizer", path, out, err);
+  }
+  *err = "'" + path +
+         "' is not a vocabulary this tool reads (GGUF, tokenizer.json, tiktoken rank file, "
+         "llama2.c tokenizer.bin or a model file)";
+  return false;
+}

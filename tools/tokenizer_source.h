@@ -1,0 +1,36 @@
+// The tokenizer `ringlm tokenize` / `ringlm detokenize` work with: a model file's (-m), or one
+// built in memory from a vocabulary file (--vocab), so no model is needed.
+#ifndef RINGLM_TOOLS_TOKENIZER_SOURCE_H_
+#define RINGLM_TOOLS_TOKENIZER_SOURCE_H_
+
+#include <stdint.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mapped_file.h"
+#include "model_generated.h"
+#include "ringlm/ringlm.h"
+
+struct CliTokenizer {
+  const ringlm::fb::Tokenizer* tok = nullptr;
+  uint32_t vocab = 0;
+  std::string source;  // what it was read as ("GGUF", "tiktoken", ...), for messages
+
+  // Storage behind `tok`.
+  std::unique_ptr<MappedFile> file;
+  std::unique_ptr<rlm_model> model;
+  std::vector<uint8_t> table;  // a tokenizer-only FlatBuffer (root fb::Tokenizer)
+};
+
+// Opens a model file (verified as rlm_model_open does) and uses its tokenizer.
+bool open_model_tokenizer(const std::string& path, CliTokenizer* out, std::string* err);
+
+// Reads a vocabulary, recognised by content: a GGUF (vocab-only files included), a Hugging Face
+// tokenizer.json (or a directory holding one), a tiktoken rank file (Llama 3's
+// tokenizer.model), a llama2.c tokenizer.bin, or a ringlm model file. The table is built in
+// memory and checked with verify_tokenizer.
+bool open_vocab_tokenizer(const std::string& path, CliTokenizer* out, std::string* err);
+
+#endif  // RINGLM_TOOLS_TOKENIZER_SOURCE_H_
