@@ -69,6 +69,21 @@ struct ModelData {
     float norm_eps = 1e-5f;
     bool tied_embeddings = false;
     fb::Activation activation = fb::Activation::SiLU;
+    // Later families (schema/model.fbs Architecture documents each).
+    fb::RopeScaling rope_scaling = fb::RopeScaling::None;
+    float rope_scaling_factor = 1.0f;
+    float rope_low_freq_factor = 1.0f;
+    float rope_high_freq_factor = 4.0f;
+    uint32_t rope_original_context = 0;
+    bool qkv_bias = false;
+    bool qk_norm = false;
+    float embedding_scale = 1.0f;
+    float attn_logit_softcap = 0.0f;
+    float final_logit_softcap = 0.0f;
+    float query_pre_attn_scalar = 0.0f;
+    uint32_t sliding_window = 0;
+    std::vector<bool> layer_is_local;  // empty or n_layers entries
+    float rope_theta_local = 0.0f;
   } arch;
   TokenizerData tokenizer;
   std::vector<TensorData> tensors;

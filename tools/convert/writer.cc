@@ -59,6 +59,11 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
   auto prov = fb::CreateProvenanceDirect(fbb, m.source.c_str(), kConverterName);
 
   const auto& a = m.arch;
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> local;
+  if (!a.layer_is_local.empty()) {
+    std::vector<uint8_t> flags(a.layer_is_local.begin(), a.layer_is_local.end());
+    local = fbb.CreateVector(flags);
+  }
   fb::ArchitectureBuilder ab(fbb);
   ab.add_family(a.family);
   ab.add_n_layers(a.n_layers);
@@ -74,6 +79,20 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
   ab.add_norm_eps(a.norm_eps);
   ab.add_tied_embeddings(a.tied_embeddings);
   ab.add_activation(a.activation);
+  ab.add_rope_scaling(a.rope_scaling);
+  ab.add_rope_scaling_factor(a.rope_scaling_factor);
+  ab.add_rope_low_freq_factor(a.rope_low_freq_factor);
+  ab.add_rope_high_freq_factor(a.rope_high_freq_factor);
+  ab.add_rope_original_context(a.rope_original_context);
+  ab.add_qkv_bias(a.qkv_bias);
+  ab.add_qk_norm(a.qk_norm);
+  ab.add_embedding_scale(a.embedding_scale);
+  ab.add_attn_logit_softcap(a.attn_logit_softcap);
+  ab.add_final_logit_softcap(a.final_logit_softcap);
+  ab.add_query_pre_attn_scalar(a.query_pre_attn_scalar);
+  ab.add_sliding_window(a.sliding_window);
+  if (!a.layer_is_local.empty()) ab.add_layer_is_local(local);
+  ab.add_rope_theta_local(a.rope_theta_local);
   auto arch = ab.Finish();
 
   fb::ModelBuilder mb(fbb);
