@@ -694,6 +694,51 @@ TEST(TinyByteLevel, DecodeOfPiecesOutsideTheAlphabet) {
   EXPECT_EQ(buf[1], '#');
 }
 
+// Random tables that pass verify_tokenizer (odd pieces, types, merges and pre-tokenizers) must
+// encode and decode any text without reading out of bounds (run under ASan/UBSan).
+TEST(TinyByteLevel, RandomVerifiedTablesAreSafeForAnyInput) {
+  std::mt19937 rng(11);
+  const char kAlphabet[] = "ab <|>'\n\r\t1\xC4\xA0\xC3\xFF\x80\xE6\x97\xA5";
+  const size_t kAlpha = sizeof(kAlphabet) - 1;
+  for (int table = 0; table < 60; ++table) {
+    TokenizerData d;
+    d.kind = fb::TokenizerKind::ByteLevel;
+    d.pre_tokenizer = static_cast<fb::PreTokenizer>(rng() % 5);
+    const size_t n = 1 + rng() % 40;
+    for (size_t i = 0; i < n; ++i) {
+      std::string p(rng() % (i == 0 ? 300 : 6), '\0');
+      if (p.size() > ringlm::kMaxPieceBytes) p.resize(ringlm::kMaxPieceBytes);
+      for (char& c : p) c = kAlphabet[rng() % kAlpha];
+      if (rng() % 3 == 0) p = g(std::string(1, static_cast<char>(rng() % 256)));
+      d.pieces.push_back(p);
+      d.types.push_back(static_cast<fb::TokenType>(rng() % 6));
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> seen;
+    for (size_t m = 0, count = rng() % 60; m < count; ++m) {
+      const uint32_t l = rng() % n, r = rng() % n;
+      if (std::find(seen.begin(), seen.end(), std::make_pair(l, r)) != seen.end()) continue;
+      seen.emplace_back(l, r);
+      d.merges.push_back({l, r, static_cast<uint32_t>(rng() % n)});
+    }
+    d.bos_id = static_cast<int32_t>(rng() % n);
+    d.unk_id = rng() % 2 ? static_cast<int32_t>(rng() % n) : -1;
+    const Table t = tokvec::make_table(d);
+    ASSERT_TRUE(verified(t));
+    for (int iter = 0; iter < 60; ++iter) {
+      std::string text(rng() % 48, '\0');
+      for (char& c : text) c = kAlphabet[rng() % kAlpha];
+      if (iter % 7 == 0 && !d.pieces.empty()) text += d.pieces[rng() % n] + d.pieces[rng() % n];
+      for (uint32_t flags = 0; flags < 4; ++flags) {
+        std::vector<int32_t> ids;
+        ASSERT_EQ(encode(t, text, flags, &ids, 4 * text.size() + 4), RLM_OK);
+        for (int32_t id : ids) ASSERT_TRUE(id >= 0 && static_cast<uint32_t>(id) < t.vocab);
+        decode(t, ids);
+        decode(t, ids, ringlm::kTokenTextSpecial);
+      }
+    }
+  }
+}
+
 // ---- CLI ------------------------------------------------------------------------------------
 
 std::string shq(const std::string& s) {  // single-quoted for the shell

@@ -165,24 +165,37 @@ bool read_tiktoken(const std::string& path, TokenizerData* out, std::string* err
   rank_view.reserve(rank_of.size() * 2);
   for (uint32_t r = 0; r < n_ranks; ++r)
     if (present[r]) rank_view.emplace(std::string_view(by_rank[r]), r);
+  // As tiktoken's _byte_pair_merge: part i is [starts[i], starts[i + 1]); pair_rank[i] is the
+  // rank of part i joined with part i + 1 (UINT32_MAX: not a token below r). After a merge only
+  // the two pairs around it change.
   std::vector<size_t> starts;
+  std::vector<uint32_t> pair_rank;
   for (uint32_t r = 0; r < n_ranks; ++r) {
     if (!present[r] || by_rank[r].size() < 2) continue;
     const std::string_view tokv(by_rank[r]);
+    auto rank_at = [&](size_t i) -> uint32_t {  // needs parts i and i + 1
+      if (i + 2 >= starts.size()) return UINT32_MAX;
+      auto it = rank_view.find(tokv.substr(starts[i], starts[i + 2] - starts[i]));
+      return it != rank_view.end() && it->second < r ? it->second : UINT32_MAX;
+    };
     starts.clear();
-    for (size_t k = 0; k <= tokv.size(); ++k) starts.push_back(k);  // parts [starts[i], starts[i+1])
+    for (size_t k = 0; k <= tokv.size(); ++k) starts.push_back(k);
+    pair_rank.assign(starts.size(), UINT32_MAX);
+    for (size_t i = 0; i + 2 < starts.size(); ++i) pair_rank[i] = rank_at(i);
     while (starts.size() > 3) {  // more than two parts
       size_t best = SIZE_MAX;
       uint32_t best_rank = UINT32_MAX;
       for (size_t i = 0; i + 2 < starts.size(); ++i) {
-        auto it = rank_view.find(tokv.substr(starts[i], starts[i + 2] - starts[i]));
-        if (it != rank_view.end() && it->second < r && it->second < best_rank) {
-          best_rank = it->second;
+        if (pair_rank[i] < best_rank) {
+          best_rank = pair_rank[i];
           best = i;
         }
       }
       if (best == SIZE_MAX) break;
       starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+      pair_rank.erase(pair_rank.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+      pair_rank[best] = rank_at(best);
+      if (best > 0) pair_rank[best - 1] = rank_at(best - 1);
     }
     if (starts.size() != 3) continue;
     auto l = rank_view.find(tokv.substr(0, starts[1]));
