@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "mapped_file.h"
 #include "ringlm/ringlm.h"
+#include "ringlm/ringlm.hpp"
 
 namespace {
 
@@ -210,53 +211,43 @@ int cmd_generate(int argc, char** argv) {
     fprintf(stderr, "ringlm generate: %s\n", err.c_str());
     return 1;
   }
-  rlm_model model;
-  rlm_status st = rlm_model_open(file.data(), file.size(), &model);
-  if (st != RLM_OK) return fail("model", st, rlm_model_error(&model));
+  ringlm::Result<ringlm::Model> model = ringlm::Model::open(file.data(), file.size());
+  if (!model) return fail("model", model.code(), model.message());
 
-  size_t bytes = 0, align = 0;
-  st = rlm_session_memory(&model, &cfg, &bytes, &align);
-  if (st != RLM_OK) return fail("session config", st, "");
+  ringlm::Result<ringlm::MemoryRequirement> need = ringlm::Session::memory_required(*model, cfg);
+  if (!need) return fail("session config", need.code(), "");
+  const size_t bytes = need->bytes;
   // The tool owns the session memory; the runtime only borrows it.
-  void* mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+  ringlm::AlignedMemory mem(need->alignment, bytes);
   if (!mem) {
     fprintf(stderr, "ringlm generate: cannot allocate %zu bytes\n", bytes);
     return 1;
   }
-  rlm_session* s = nullptr;
-  st = rlm_session_init(&model, &cfg, mem, bytes, &s);
-  if (st != RLM_OK) return fail("session", st, "");
-  if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
-    return fail("sampling", st, rlm_session_error(s));
-  }
+  ringlm::Result<ringlm::Session> session =
+      ringlm::Session::create(*model, mem.data(), bytes, cfg);
+  if (!session) return fail("session", session.code(), "");
+  ringlm::Session& s = *session;
+  ringlm::Status st = s.set_sampling(sp);
+  if (!st) return fail("sampling", st.code(), st.message());
   for (const std::string& stop : stops) {
-    if ((st = rlm_session_add_stop_string(s, stop.data(), stop.size())) != RLM_OK) {
-      return fail("stop string", st, rlm_session_error(s));
-    }
+    if (!(st = s.add_stop_string(stop))) return fail("stop string", st.code(), st.message());
   }
-  rlm_session_set_max_tokens(s, n_predict);
-  rlm_session_set_ignore_eos(s, ignore_eos);
-  st = have_prompt ? rlm_session_feed_text(s, prompt.data(), prompt.size())
-                   : rlm_session_feed_tokens(s, prompt_ids.data(), prompt_ids.size());
-  if (st != RLM_OK) return fail("prompt", st, rlm_session_error(s));
+  (void)s.set_max_tokens(n_predict);
+  (void)s.set_ignore_eos(ignore_eos);
+  st = have_prompt ? s.feed(prompt) : s.feed_tokens(prompt_ids.data(), prompt_ids.size());
+  if (!st) return fail("prompt", st.code(), st.message());
 
-  rlm_step_result r;
-  rlm_step_result_default(&r);
+  rlm_stop_reason stop = RLM_STOP_NONE;
   uint32_t n_prompt = 0, n_gen = 0;
   double t_prefill = 0, t_decode = 0;
   bool first = true;
   for (;;) {
     const double t0 = now_s();
-    st = rlm_step(s, &r);
+    ringlm::Result<ringlm::StepResult> r = s.step();
     const double dt = now_s() - t0;
-    if (st != RLM_OK) {
-      const int rc = fail("step", st, rlm_session_error(s));
-      rlm_session_release(s);
-      free(mem);
-      return rc;
-    }
+    if (!r) return fail("step", r.code(), r.message());  // ~Session releases, ~mem frees
     if (first) {
-      n_prompt = r.n_evaluated;
+      n_prompt = r->n_evaluated;
       t_prefill = dt;
       first = false;
     } else {
@@ -264,12 +255,13 @@ int cmd_generate(int argc, char** argv) {
     }
     ++n_gen;
     if (print_ids) {
-      if (r.stop != RLM_STOP_END_TOKEN) printf(n_gen > 1 ? " %d" : "%d", r.token);
-    } else if (r.text_len) {
-      fwrite(r.text, 1, r.text_len, stdout);
+      if (r->stop != RLM_STOP_END_TOKEN) printf(n_gen > 1 ? " %d" : "%d", r->token);
+    } else if (!r->text.empty()) {
+      fwrite(r->text.data(), 1, r->text.size(), stdout);
     }
     fflush(stdout);
-    if (r.stop != RLM_STOP_NONE) break;
+    stop = r->stop;
+    if (stop != RLM_STOP_NONE) break;
   }
   if (print_ids) printf("\n");
   fflush(stdout);
@@ -278,8 +270,6 @@ int cmd_generate(int argc, char** argv) {
           "\n[prompt tokens %u | prefill %.1f tok/s | decode %.1f tok/s (%u tokens) | session "
           "%zu bytes | stop %s]\n",
           n_prompt, t_prefill > 0 ? n_prompt / t_prefill : 0.0,
-          t_decode > 0 ? n_decode / t_decode : 0.0, n_decode, bytes, stop_name(r.stop));
-  rlm_session_release(s);
-  free(mem);
+          t_decode > 0 ? n_decode / t_decode : 0.0, n_decode, bytes, stop_name(stop));
   return 0;
 }

@@ -18,6 +18,7 @@ const Verb kVerbs[] = {
     {"generate", cmd_generate, "generate text from a prompt"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
+    {"embed", cmd_embed, "write a model as a C source file (aligned array) to link into a program"},
     {"bench", cmd_bench, "measure prefill / decode speed (model file or synthetic shape)"},
 };
 
