@@ -21,6 +21,8 @@
 #endif
 
 #include <immintrin.h>
+
+
 #include <math.h>
 #include <string.h>
 
@@ -141,6 +143,7 @@ struct Q8Mat : QuantMat {
         const size_t off = static_cast<size_t>(gb + k) * kQuantGroup;
         __m256i wv[R], aw[R];
         for (int i = 0; i < R; ++i) {
+          if (T == 1 && (k & 1) == 0) prefetch(Wr + i * w_row_bytes + off + kPrefetchBytes);
           wv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Wr + i * w_row_bytes + off));
           aw[i] = _mm256_sign_epi8(wv[i], wv[i]);
         }
@@ -188,7 +191,10 @@ struct Q4Mat : QuantMat {
       for (uint32_t k = 0; k < nb; ++k) {
         const size_t g = gb + k;
         __m256i u[R];
-        for (int i = 0; i < R; ++i) u[i] = unpack_q4(Wr + i * w_row_bytes + g * 16);
+        for (int i = 0; i < R; ++i) {
+          if (T == 1 && (k & 3) == 0) prefetch(Wr + i * w_row_bytes + g * 16 + kPrefetchBytes);
+          u[i] = unpack_q4(Wr + i * w_row_bytes + g * 16);
+        }
         for (int j = 0; j < T; ++j) {
           const __m256i xv = _mm256_loadu_si256(
               reinterpret_cast<const __m256i*>(Xt + j * x_stride + g * kQuantGroup));

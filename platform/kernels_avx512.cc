@@ -1,14 +1,271 @@
+// x86-64 AVX-512 (F/BW/VL) + VNNI kernels for the quantized matmuls (compiled with -mavx512f
+// -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c); every other entry is the AVX2 kernel
+// (float matmuls stream 2-4 bytes per weight and are memory-bound either way; the elementwise
+// kernels are a rounding error of a token's time).
+//
+// One zmm holds two 32-groups (lanes 0-7: group g, lanes 8-15: group g+1). vpdpbusd multiplies
+// unsigned by signed bytes, so one side is offset into unsigned range and the offset's
+// contribution, which depends only on the activations, is removed by starting the int32
+// accumulator at its negation (computed once per token and shared by all rows of the tile):
+//   Q8: u = w + 128 (w xor 0x80), sum(u x) - 128 sum(x) = sum(w x), exact for every int8 w, x
+//   Q4: u = v + 8 (nibble xor 8),  sum(u x) -   8 sum(x) = sum(v x)
+// The int32 lanes are converted and scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale).
+// Decode: 4 rows x 1 token, prefetching a fixed distance ahead; prefill: 4 rows x 4 tokens.
 #include "platform/kernels_isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || \
+    !defined(__AVX512VNNI__) || !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "kernels_avx512.cc needs -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c"
+#endif
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "platform/kernels_x86_common.inc"
+
 namespace ringlm {
 namespace {
+
+using namespace x86;
+
+inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// Upper 256 bits (AVX512F only: extractf32x8 would need DQ).
+inline __m256 hi256(__m512 v) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+template <int R, int T>
+inline void store_tile512(const __m512 (&acc)[R][T], float* Y, size_t y_stride) {
+  for (int j = 0; j < T; ++j) {
+    if constexpr (R == 4) {
+      const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[0][j]),
+                                     hi256(acc[0][j]));
+      const __m256 b = _mm256_add_ps(_mm512_castps512_ps256(acc[1][j]),
+                                     hi256(acc[1][j]));
+      const __m256 c = _mm256_add_ps(_mm512_castps512_ps256(acc[2][j]),
+                                     hi256(acc[2][j]));
+      const __m256 d = _mm256_add_ps(_mm512_castps512_ps256(acc[3][j]),
+                                     hi256(acc[3][j]));
+      _mm_storeu_ps(Y + j * y_stride, hsum4(a, b, c, d));
+    } else {
+      for (int i = 0; i < R; ++i) Y[j * y_stride + i] = hsum512(acc[i][j]);
+    }
+  }
+}
+
+struct QuantMat {
+  const uint8_t* W;
+  size_t w_row_bytes;
+  const uint16_t* WS;
+  uint32_t groups;
+  const int8_t* X;
+  size_t x_stride;
+  const float* XS;
+  float* Y;
+  size_t y_stride;
+};
+
+QuantMat quant_mat(const WeightView& w, const QuantActs& x, float* y, size_t row_bytes) {
+  QuantMat m;
+  m.W = static_cast<const uint8_t*>(w.data);
+  m.w_row_bytes = row_bytes;
+  m.WS = w.scales;
+  m.groups = w.row_stride / kQuantGroup;
+  m.X = x.qs;
+  m.x_stride = x.stride;
+  m.XS = x.scales;
+  m.Y = y;
+  m.y_stride = w.rows;
+  return m;
+}
+
+// Lane indices spreading block scales sc[2k], sc[2k+1] over a zmm (8 lanes each).
+inline __m512i pair_index(uint32_t k) {
+  const __m512i lo = _mm512_set1_epi32(static_cast<int>(2 * k));
+  return _mm512_mask_add_epi32(lo, 0xff00, lo, _mm512_set1_epi32(1));
+}
+
+template <bool Q4>
+struct VnniMat : QuantMat {
+  // The two groups g, g+1 (only g when `half`) of a row as 64 unsigned bytes, offset as above.
+  __m512i load_w(const uint8_t* row, size_t g, bool half) const {
+    if (Q4) {
+      const uint8_t* p = row + g * 16;
+      const __m256i b = half ? _mm256_maskz_loadu_epi8(0xffffu, p)
+                             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      // 128-bit lanes: bytes of g, bytes of g >> 4, bytes of g+1, bytes of g+1 >> 4.
+      const __m512i z = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
+                                                 _mm512_castsi256_si512(b));
+      const __m512i sh = _mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+      // (sh & 0x0f) ^ 0x08
+      return _mm512_ternarylogic_epi32(sh, _mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x08), 0x6a);
+    }
+    const uint8_t* p = row + g * 32;
+    const __m512i v = half ? _mm512_maskz_loadu_epi8(0xffffffffull, p) : _mm512_loadu_si512(p);
+    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const size_t xs_stride = x_stride / kQuantGroup;
+    const uint8_t* Wr = W + r * w_row_bytes;
+    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
+    const int8_t* Xt = X + t * x_stride;
+    const float* XSt = XS + t * xs_stride;
+    const __m512i offset = _mm512_set1_epi8(Q4 ? 8 : static_cast<char>(0x80));
+    __m512 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+    alignas(64) float sc[R][T][16];
+    for (uint32_t gb = 0; gb < groups; gb += 8) {
+      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
+      {
+        __m256 xs[T];
+        for (int j = 0; j < T; ++j) {
+          const float* p = XSt + j * xs_stride + gb;
+          xs[j] = nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskz_loadu_ps((1u << nb) - 1, p);
+        }
+        for (int i = 0; i < R; ++i) {
+          const uint16_t* p = WSr + i * groups + gb;
+          const __m128i h = nb == 8 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                                    : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << nb) - 1), p);
+          const __m256 ws = _mm256_cvtph_ps(h);
+          for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(ws, xs[j]));
+        }
+      }
+      for (uint32_t k = 0; 2 * k < nb; ++k) {
+        const size_t g = gb + 2 * k;
+        const bool half = 2 * k + 1 == nb;
+        const __m512i idx = pair_index(k);
+        __m512i u[R];
+        for (int i = 0; i < R; ++i) {
+          if (T == 1 && (k & (Q4 ? 1 : 0)) == 0)
+            prefetch(Wr + i * w_row_bytes + g * (Q4 ? 16 : 32) + kPrefetchBytes);
+          u[i] = load_w(Wr + i * w_row_bytes, g, half);
+        }
+        for (int j = 0; j < T; ++j) {
+          const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
+          const __m512i xv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, xp) : _mm512_loadu_si512(xp);
+          const __m512i neg =
+              _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xv));
+          for (int i = 0; i < R; ++i) {
+            const __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, u[i], xv));
+            const __m512 s = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][j])));
+            acc[i][j] = _mm512_fmadd_ps(d, s, acc[i][j]);
+          }
+        }
+      }
+    }
+    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
+
+// Q4, four groups per step: 64 packed bytes hold groups g..g+3; their low nibbles are values
+// 0..15 and their high nibbles values 16..31 of each group, so with the activations regrouped
+// once per token (xlo = x[0..15] of the four groups, xhi = x[16..31]; shared by every row) a
+// row's four groups cost one load, three logic ops and two vpdpbusd, and int32 lanes 4k..4k+3
+// belong to group g+k.
+struct Q4Quad : QuantMat {
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const size_t xs_stride = x_stride / kQuantGroup;
+    const uint8_t* Wr = W + r * w_row_bytes;
+    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
+    const int8_t* Xt = X + t * x_stride;
+    const float* XSt = XS + t * xs_stride;
+    const __m512i eights = _mm512_set1_epi8(8);
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+    const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+    __m512 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+    alignas(64) float sc[R][T][16];
+    for (uint32_t gb = 0; gb < groups; gb += 8) {
+      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
+      {
+        __m256 xs[T];
+        for (int j = 0; j < T; ++j) {
+          const float* p = XSt + j * xs_stride + gb;
+          xs[j] = nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskz_loadu_ps((1u << nb) - 1, p);
+        }
+        for (int i = 0; i < R; ++i) {
+          const uint16_t* p = WSr + i * groups + gb;
+          const __m128i h = nb == 8 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                                    : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << nb) - 1), p);
+          const __m256 ws = _mm256_cvtph_ps(h);
+          for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(ws, xs[j]));
+        }
+      }
+      for (uint32_t q = 0; 4 * q < nb; ++q) {
+        const size_t g = gb + 4 * q;
+        const uint32_t ng = nb - 4 * q < 4 ? nb - 4 * q : 4;  // groups in this quad
+        const __mmask64 wmask = ng == 4 ? ~0ull : (1ull << (16 * ng)) - 1;
+        const __mmask64 xmask_a = ng >= 2 ? ~0ull : (1ull << (32 * ng)) - 1;
+        const __mmask64 xmask_b = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
+        const __m512i idx = _mm512_srli_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+        const __m512i sidx = _mm512_add_epi32(idx, _mm512_set1_epi32(static_cast<int>(4 * q)));
+        __m512i ulo[R], uhi[R];
+        for (int i = 0; i < R; ++i) {
+          const uint8_t* p = Wr + i * w_row_bytes + g * 16;
+          if (T == 1) prefetch(p + kPrefetchBytes);
+          const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
+          ulo[i] = _mm512_ternarylogic_epi32(b, nib, eights, 0x6a);  // (b & 0x0f) ^ 8
+          uhi[i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(b, 4), nib, eights, 0x6a);
+        }
+        for (int j = 0; j < T; ++j) {
+          const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
+          const __m512i a = ng >= 2 ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(xmask_a, xp);
+          const __m512i b = ng == 4 ? _mm512_loadu_si512(xp + 64)
+                                    : _mm512_maskz_loadu_epi8(xmask_b, xp + 64);
+          const __m512i xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
+          const __m512i xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
+          const __m512i neg = _mm512_sub_epi32(
+              _mm512_setzero_si512(),
+              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, xlo), eights, xhi));
+          for (int i = 0; i < R; ++i) {
+            const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, ulo[i], xlo), uhi[i], xhi);
+            const __m512 s = _mm512_permutexvar_ps(sidx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][j])));
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc[i][j]);
+          }
+        }
+      }
+    }
+    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
+}  // namespace
+
+void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                      uint32_t r1) {
+  VnniMat<false> m;
+  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride);
+  drive<4, 4, 4>(m, n, r0, r1);
+}
+
+void matmul_q4_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                      uint32_t r1) {
+  Q4Quad m;
+  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride / 2);
+  drive<4, 4, 4>(m, n, r0, r1);
+}
+
+namespace {
 const KernelTable kAvx512 = {
-    "avx512",           matmul_f32_avx2, matmul_f16_avx2, matmul_q8_avx2, matmul_q4_avx2,
-    quantize_acts_avx2, rmsnorm_avx2,    softmax_avx2,    swiglu_avx2,    attn_dot_avx2,
+    "avx512",           matmul_f32_avx2, matmul_f16_avx2, matmul_q8_avx512, matmul_q4_avx512,
+    quantize_acts_avx2, rmsnorm_avx2,    softmax_avx2,    swiglu_avx2,      attn_dot_avx2,
     attn_accum_avx2,
 };
 }  // namespace
+
 const KernelTable* kernels_avx512() { return &kAvx512; }
+
 }  // namespace ringlm
-#endif
+
+#endif  // RINGLM_KERNELS_X86
