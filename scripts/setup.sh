@@ -6,7 +6,8 @@ PKGS=(build-essential cmake ninja-build pkg-config
       flatbuffers-compiler libflatbuffers-dev nlohmann-json3-dev googletest libgtest-dev
       libxnnpack-dev libpthreadpool-dev
       g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user
-      clang libclang-rt-14-dev binutils file)
+      clang libclang-rt-14-dev binutils file
+      openjdk-17-jdk-headless strace)  # Java API + JNI test; the embedded example's strace test
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
