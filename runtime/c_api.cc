@@ -272,4 +272,29 @@ rlm_status rlm_token_to_bytes(const rlm_model* model, int32_t token, char* out, 
   return n <= cap ? RLM_OK : RLM_ERR_CAPACITY;
 }
 
+rlm_status rlm_token_lookup(const rlm_model* model, const char* piece, size_t len,
+                            int32_t* id) {
+  const ModelImpl* m = as_model(model);
+  if (!m || (!piece && len) || !id) return RLM_ERR_INVALID_ARGUMENT;
+  const int32_t found = token_lookup(m->root->tokenizer(), piece ? piece : "", len);
+  if (found < 0) return RLM_ERR_NOT_FOUND;
+  *id = found;
+  return RLM_OK;
+}
+
+rlm_status rlm_model_chat_template(const rlm_model* model, const char** text, size_t* len) {
+  const ModelImpl* m = as_model(model);
+  if (!m || !text || !len) return RLM_ERR_INVALID_ARGUMENT;
+  const flatbuffers::String* t = m->root->chat_template();
+  if (!t || t->size() == 0) return RLM_ERR_NOT_FOUND;
+  *text = t->c_str();
+  *len = t->size();
+  return RLM_OK;
+}
+
+int rlm_token_is_end(const rlm_model* model, int32_t token) {
+  const ModelImpl* m = as_model(model);
+  return m && model_is_end_token(*m, token) ? 1 : 0;
+}
+
 }  // extern "C"

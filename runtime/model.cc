@@ -334,6 +334,17 @@ const fb::Tensor* model_find_tensor(const ModelImpl& m, fb::TensorRole role, int
   return nullptr;
 }
 
+bool model_is_end_token(const ModelImpl& m, int32_t token) {
+  const fb::Tokenizer* tok = m.root->tokenizer();
+  if (token >= 0 && token == tok->eos_id()) return true;
+  if (const auto* ends = tok->end_ids()) {
+    for (int32_t id : *ends) {
+      if (id == token) return true;
+    }
+  }
+  return false;
+}
+
 WeightView model_weight(const ModelImpl& m, const fb::Tensor* t) {
   WeightView v;
   if (!t) return v;

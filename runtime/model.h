@@ -93,6 +93,9 @@ const fb::Tensor* model_find_tensor(const ModelImpl& m, fb::TensorRole role, int
 // View of a verified tensor (empty view for null).
 WeightView model_weight(const ModelImpl& m, const fb::Tensor* t);
 
+// Whether generation normally ends at `token`: the tokenizer's eos_id or any of its end_ids.
+bool model_is_end_token(const ModelImpl& m, int32_t token);
+
 // Convenience: find + view.
 inline WeightView model_weight(const ModelImpl& m, fb::TensorRole role, int32_t layer) {
   return model_weight(m, model_find_tensor(m, role, layer));

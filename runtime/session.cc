@@ -33,18 +33,8 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   s->tok_scratch = a.alloc_bytes(s->tok_scratch_size, 1, kArenaAlignment);
 }
 
-bool is_model_end_token(const SessionImpl* s, int32_t token) {
-  if (token == s->tok->eos_id()) return true;
-  if (const auto* ends = s->tok->end_ids()) {
-    for (int32_t id : *ends) {
-      if (id == token) return true;
-    }
-  }
-  return false;
-}
-
 bool is_stop_token(const SessionImpl* s, int32_t token) {
-  if (!s->ignore_eos && is_model_end_token(s, token)) return true;
+  if (!s->ignore_eos && model_is_end_token(*s->model, token)) return true;
   for (uint32_t i = 0; i < s->n_stop_tokens; ++i) {
     if (s->stop_tokens[i] == token) return true;
   }

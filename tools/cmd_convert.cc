@@ -1,18 +1,23 @@
 // ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4] -o OUT
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <iostream>
 #include <string>
 
 #include "commands.h"
+#include "convert/chat_specials.h"
 #include "convert/convert.h"
+#include "convert/synthetic.h"
 
 namespace {
 
 void usage(FILE* f) {
   fprintf(f,
           "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4] -o OUT\n"
+          "       ringlm convert --synthetic SPEC [--layers N] [--seed S] [--chat FORMAT]\n"
+          "                      [--quant ...] -o OUT\n"
           "\n"
           "SOURCE is one of\n"
           "  a llama2.c legacy float checkpoint (.bin; needs --tokenizer tokenizer.bin)\n"
@@ -25,14 +30,23 @@ void usage(FILE* f) {
           "                     norms stay f32. GGUF Q8_0/Q4_0 weights are copied as-is into\n"
           "                     q8/q4 without re-quantization.\n"
           "  -o, --output OUT   output model file (written to a temporary file, verified, renamed)\n"
-          "  -q, --quiet        no per-tensor lines or progress bar\n");
+          "  -q, --quiet        no per-tensor lines or progress bar\n"
+          "\n"
+          "random-weight models (no checkpoint needed; for benchmarks and demos):\n"
+          "  --synthetic SPEC   SPEC is a Hugging Face config.json (or its directory) or a\n"
+          "                     built-in shape (smollm2-135m); weights are deterministic noise\n"
+          "  --layers N         use N layers instead of the config's\n"
+          "  --seed S           weight seed (default 1)\n"
+          "  --chat FORMAT      give the synthetic vocabulary a chat template and its special\n"
+          "                     tokens: chatml, llama3, gemma or phi3 (for `ringlm chat`)\n");
 }
 
 }  // namespace
 
 int cmd_convert(int argc, char** argv) {
   ringlm::conv::ConvertOptions opts;
-  std::string out;
+  std::string out, synthetic, chat;
+  uint32_t layers = 0, seed = 1;
   bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
@@ -61,6 +75,25 @@ int cmd_convert(int argc, char** argv) {
       const char* v = value(a);
       if (!v) return 2;
       out = v;
+    } else if (!strcmp(a, "--synthetic") || !strcmp(a, "--chat") || !strcmp(a, "--layers") ||
+               !strcmp(a, "--seed")) {
+      const char* v = value(a);
+      if (!v) return 2;
+      char* end = nullptr;
+      const unsigned long n = strtoul(v, &end, 10);
+      const bool number_ok = *v && !*end && n <= 0xffffffffUL;
+      if (!strcmp(a, "--synthetic")) {
+        synthetic = v;
+      } else if (!strcmp(a, "--chat")) {
+        chat = v;
+      } else if (!number_ok) {
+        fprintf(stderr, "ringlm convert: bad number '%s' for %s\n", v, a);
+        return 2;
+      } else if (!strcmp(a, "--layers")) {
+        layers = static_cast<uint32_t>(n);
+      } else {
+        seed = static_cast<uint32_t>(n);
+      }
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       quiet = true;
     } else if (a[0] == '-' && a[1] != '\0') {
@@ -76,13 +109,38 @@ int cmd_convert(int argc, char** argv) {
       return 2;
     }
   }
-  if (opts.source.empty() || out.empty()) {
-    fprintf(stderr, "ringlm convert: %s\n\n", opts.source.empty() ? "no SOURCE" : "no -o OUT");
+  if ((opts.source.empty() == synthetic.empty()) || out.empty()) {
+    fprintf(stderr, "ringlm convert: %s\n\n",
+            out.empty() ? "no -o OUT" : "give exactly one of SOURCE / --synthetic SPEC");
     usage(stderr);
+    return 2;
+  }
+  if (synthetic.empty() && (!chat.empty() || layers || seed != 1)) {
+    fprintf(stderr, "ringlm convert: --chat, --layers and --seed go with --synthetic\n");
     return 2;
   }
   opts.progress = !quiet;
   opts.log = quiet ? nullptr : &std::cout;
+  if (!synthetic.empty()) {
+    ringlm::conv::SyntheticOptions so;
+    so.n_layers_override = layers;
+    ringlm::conv::ModelData md;
+    std::string err;
+    if (!ringlm::conv::synthetic_model(synthetic, seed, so, &md, &err) ||
+        (!chat.empty() && !ringlm::conv::add_chat_specials(chat, &md, &err))) {
+      fprintf(stderr, "ringlm convert: %s\n", err.c_str());
+      return 1;
+    }
+    opts.log = nullptr;  // random weights: quantization error lines say nothing useful
+    ringlm::conv::ConvertStats st;
+    if (!ringlm::conv::write_model_file(md, opts, out, &err, &st)) {
+      fprintf(stderr, "ringlm convert: %s\n", err.c_str());
+      return 1;
+    }
+    printf("wrote %s: synthetic %s, %u tensors, %.2f MiB; verified OK\n", out.c_str(),
+           synthetic.c_str(), st.n_tensors, st.file_bytes / (1024.0 * 1024.0));
+    return 0;
+  }
   const ringlm::conv::SourceKind kind = ringlm::conv::detect_source(opts.source);
   if (!quiet) {
     printf("converting %s (%s) -> %s as %s\n", opts.source.c_str(),

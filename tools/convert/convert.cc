@@ -128,6 +128,11 @@ bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, st
                      ConvertStats* stats) {
   ModelData model;
   if (!load_source(opts, &model, err)) return false;
+  return write_model_file(model, opts, out_path, err, stats);
+}
+
+bool write_model_file(const ModelData& model, const ConvertOptions& opts,
+                      const std::string& out_path, std::string* err, ConvertStats* stats) {
   std::string tmpl = out_path + ".tmp-XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');

@@ -55,6 +55,11 @@ bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, st
 bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, std::string* err,
                      ConvertStats* stats);
 
+// The write half of convert_to_file for a model already in memory (e.g. synthetic): streams
+// `model` as opts.quant to a temporary file, verifies it, renames it to `out_path`.
+bool write_model_file(const ModelData& model, const ConvertOptions& opts,
+                      const std::string& out_path, std::string* err, ConvertStats* stats);
+
 // Name used in messages and logs: "f32", "f16", "q8", "q4".
 const char* dtype_name(fb::DType t);
 // Parses "f32" / "f16" / "q8" / "q4" (also "q8_0", "q4_0"); false if unknown.

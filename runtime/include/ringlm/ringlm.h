@@ -49,6 +49,7 @@ typedef enum rlm_status {
   RLM_ERR_CAPACITY = 8,           /* a configured budget (prompt tokens, stop strings...) is full */
   RLM_ERR_REWIND = 9,             /* rewind target no longer held by the ring cache */
   RLM_ERR_THREADS = 10,           /* worker threads could not be started */
+  RLM_ERR_NOT_FOUND = 11,         /* no such token piece / the model has no such entry */
   /* Model verification failures (rlm_model_open). */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
   RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
@@ -257,6 +258,18 @@ RLM_API rlm_status rlm_tokenize(const rlm_model* model, const char* text, size_t
  * UTF-8 sequence. Returns RLM_ERR_CAPACITY if `cap` is too small (*n_out = bytes needed). */
 RLM_API rlm_status rlm_token_to_bytes(const rlm_model* model, int32_t token, char* out,
                                       size_t cap, size_t* n_out);
+
+/* The id of the token whose piece is exactly `piece` (e.g. "<|im_end|>"), or RLM_ERR_NOT_FOUND. */
+RLM_API rlm_status rlm_token_lookup(const rlm_model* model, const char* piece, size_t len,
+                                    int32_t* id);
+
+/* The chat template text the model file carries (borrowed from the model bytes; not
+ * NUL-terminated), or RLM_ERR_NOT_FOUND when it has none. */
+RLM_API rlm_status rlm_model_chat_template(const rlm_model* model, const char** text,
+                                           size_t* len);
+
+/* Whether generation normally ends at `token` (the model's EOS / EOT tokens). */
+RLM_API int rlm_token_is_end(const rlm_model* model, int32_t token);
 
 #ifdef __cplusplus
 } /* extern "C" */
