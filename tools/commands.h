@@ -6,6 +6,7 @@
 int cmd_convert(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);

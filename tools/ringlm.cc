@@ -16,6 +16,7 @@ const Verb kVerbs[] = {
     {"convert", cmd_convert, "convert llama2.c / GGUF / Hugging Face checkpoints to a model file"},
     {"inspect", cmd_inspect, "verify a model file and print its contents"},
     {"generate", cmd_generate, "generate text from a prompt"},
+    {"chat", cmd_chat, "interactive chat with a chat model (keeps the KV prefix across turns)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"embed", cmd_embed, "write a model as a C source file (aligned array) to link into a program"},
