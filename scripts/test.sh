@@ -7,6 +7,10 @@
 #
 #   bash scripts/test.sh                      # everything (what CI runs)
 #   bash scripts/test.sh release aarch64-max  # only these suites (test preset names)
+#   bash scripts/test.sh apps                 # only the tests for app developers (ctest -L apps:
+#                                             # header hygiene, C++ wrapper, Java/JNI, consumer of a
+#                                             # staged install, embedded model under strace), release
+# (The apps tests also run inside release, asan and the aarch64 suites, like every CTest test.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -21,6 +25,7 @@ trap 'rm -rf "$logs"' EXIT
 # The configure/build preset of a test preset: aarch64-a72 -> aarch64.
 configure_preset_of() {
   case "$1" in
+    apps) echo release ;;
     aarch64|aarch64-*) echo aarch64 ;;
     armhf|armhf-*) echo armhf ;;
     *) echo "$1" ;;
@@ -56,7 +61,11 @@ run_suite() {
   echo "=== preset $s" >&2
   log="$logs/$s.log"
   local rc=0
-  ctest --preset "$s" 2>&1 | tee "$log" || rc=$?
+  if [ "$s" = apps ]; then
+    ctest --preset release -L apps 2>&1 | tee "$log" || rc=$?
+  else
+    ctest --preset "$s" 2>&1 | tee "$log" || rc=$?
+  fi
   # "97% tests passed, 3 tests failed out of 120"; skipped tests count as passed there.
   total=$(sed -n 's/.*tests passed, [0-9]* tests\{0,1\} failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
   failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of.*/\1/p' "$log" | tail -1)
