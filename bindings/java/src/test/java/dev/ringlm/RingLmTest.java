@@ -103,13 +103,24 @@ public final class RingLmTest {
         s.reset();
         s.setMaxTokens(300);
         s.prompt("Once upon a time");
-        StringBuilder sb2 = new StringBuilder();
+        StringBuilder sb2 = new StringBuilder(4096);
         StepResult r;
+        com.sun.management.ThreadMXBean mx0 =
+            (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        long tid0 = Thread.currentThread().getId();
+        long maxStep = 0;
+        int n2 = 0;
+        mx0.getThreadAllocatedBytes(tid0);
         do {
+          long before = mx0.getThreadAllocatedBytes(tid0);
           r = s.step();
+          long delta = mx0.getThreadAllocatedBytes(tid0) - before;
+          if (n2++ > 0) maxStep = Math.max(maxStep, delta);
           sb2.append(r.text);
         } while (!r.done() && sb2.length() < expected.length());
         check(sb2.toString().startsWith(expected), "step() text starts with the reference");
+        System.out.println("step: max Java bytes allocated in one step (String + StepResult): "
+            + maxStep);
 
         // 3. stepInto(): no Java allocation per step; the same bytes.
         s.reset();
