@@ -53,7 +53,9 @@ enum TokenizeFlags : uint32_t {
 //      llama.cpp (which takes the longest special tokens first over the whole text) only when
 //      two special pieces overlap in the text. Without the flag nothing is special.
 //   2. Pre-tokenizer (Tokenizer.pre_tokenizer) splits each piece of text into words: hand-written
-//      equivalents of the regexes (ASCII-case-insensitive contractions for Llama3/Qwen2):
+//      equivalents of the regexes (checked against Python's `regex` module on random text).
+//      (?i:...) folds ASCII only, as llama.cpp does (a Unicode-folding engine also takes
+//      "'" + U+017F (long s) as "'s"):
 //        Gpt2      's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //        Llama3    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //                   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
