@@ -1,5 +1,6 @@
 // GGUF (v2/v3) reader: a small parser that checks every length and count against the file size,
-// then maps architecture "llama" onto the IR.
+// then maps the architectures of families.h (llama, qwen2, qwen3, gemma2, gemma3, phi3) onto the
+// IR with llama.cpp's key and tensor conventions.
 //
 // File: magic "GGUF", uint32 version, uint64 tensor_count, uint64 kv_count, kv_count metadata
 // entries (gguf string key, uint32 value type, value), tensor_count tensor infos (name, uint32
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 
+#include "convert/families.h"
 #include "convert/file_io.h"
 #include "convert/readers.h"
 #include "fp16.h"
@@ -534,43 +536,6 @@ bool gguf_tokenizer(const Gguf& g, TokenizerData* out, std::string* err) {
 
 using fb::TensorRole;
 
-bool map_tensor_name(const std::string& name, TensorRole* role, int32_t* layer) {
-  static const std::pair<const char*, TensorRole> globals[] = {
-      {"token_embd.weight", TensorRole::TokenEmbedding},
-      {"output_norm.weight", TensorRole::OutputNorm},
-      {"output.weight", TensorRole::Output}};
-  for (const auto& g : globals) {
-    if (name == g.first) {
-      *role = g.second;
-      *layer = -1;
-      return true;
-    }
-  }
-  if (name.compare(0, 4, "blk.") != 0) return false;
-  size_t dot = name.find('.', 4);
-  if (dot == std::string::npos || dot == 4 || dot - 4 > 6) return false;
-  int32_t l = 0;
-  for (size_t i = 4; i < dot; ++i) {
-    if (!isdigit(static_cast<unsigned char>(name[i]))) return false;
-    l = l * 10 + (name[i] - '0');
-  }
-  static const std::pair<const char*, TensorRole> per_layer[] = {
-      {"attn_norm.weight", TensorRole::AttnNorm}, {"attn_q.weight", TensorRole::Wq},
-      {"attn_k.weight", TensorRole::Wk},          {"attn_v.weight", TensorRole::Wv},
-      {"attn_output.weight", TensorRole::Wo},     {"ffn_norm.weight", TensorRole::FfnNorm},
-      {"ffn_gate.weight", TensorRole::FfnGate},   {"ffn_down.weight", TensorRole::FfnDown},
-      {"ffn_up.weight", TensorRole::FfnUp}};
-  const std::string rest = name.substr(dot + 1);
-  for (const auto& p : per_layer) {
-    if (rest == p.first) {
-      *role = p.second;
-      *layer = l;
-      return true;
-    }
-  }
-  return false;
-}
-
 void dequant_q8_0(const uint8_t* src, uint64_t n, float* dst) {
   for (uint64_t b = 0; b < n / 32; ++b) {
     const uint8_t* blk = src + b * 34;
@@ -634,18 +599,23 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
     *err = "GGUF '" + path + "' has no general.architecture";
     return false;
   }
-  if (arch != "llama") {
+  fb::Family family;
+  if (!gguf_family(arch, &family)) {
     *err = "GGUF '" + path + "': architecture '" + arch +
-           "' is not supported by the converter (only 'llama')";
+           "' is not supported by the converter (supported: llama, qwen2, qwen3, gemma2, "
+           "gemma3, phi3)";
     return false;
   }
   ModelData m;
   m.source = path;
   auto& a = m.arch;
-  a.family = fb::Family::Llama;
+  a.family = family;
   a.activation = fb::Activation::SiLU;
-  a.rope_style = fb::RopeStyle::Interleaved;  // GGUF "llama" q/k rows are in interleaved order
-  const std::string p = "llama.";
+  // llama.cpp's converter permutes GGUF "llama" q/k rows into interleaved pairs; the other
+  // families keep Hugging Face's order and llama.cpp runs them with NEOX RoPE.
+  a.rope_style = family == fb::Family::Llama ? fb::RopeStyle::Interleaved : fb::RopeStyle::Neox;
+  const bool gemma = family == fb::Family::Gemma2 || family == fb::Family::Gemma3;
+  const std::string p = arch + ".";
   uint32_t ctx = 0;
   if (!get_u32(*g, p + "block_count", true, &a.n_layers, err) ||
       !get_u32(*g, p + "embedding_length", true, &a.dim, err) ||
@@ -663,13 +633,18 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
       !get_float(*g, p + "attention.layer_norm_rms_epsilon", &a.norm_eps, err)) {
     return false;
   }
-  if (a.n_heads == 0 || a.dim % a.n_heads != 0) {
-    *err = "GGUF '" + path + "': embedding_length " + std::to_string(a.dim) +
-           " is not a multiple of head_count " + std::to_string(a.n_heads);
+  if (a.n_heads == 0 || a.n_layers == 0) {
+    *err = "GGUF '" + path + "': block_count and head_count must be positive";
     return false;
   }
   a.head_dim = a.dim / a.n_heads;
   if (!get_u32(*g, p + "attention.key_length", false, &a.head_dim, err)) return false;
+  if (!g->get(p + "attention.key_length") && a.dim % a.n_heads != 0) {
+    *err = "GGUF '" + path + "': embedding_length " + std::to_string(a.dim) +
+           " is not a multiple of head_count " + std::to_string(a.n_heads) +
+           " and attention.key_length is absent";
+    return false;
+  }
   uint32_t value_length = a.head_dim;
   if (!get_u32(*g, p + "attention.value_length", false, &value_length, err)) return false;
   if (value_length != a.head_dim) {
@@ -684,10 +659,27 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
            ") is not supported";
     return false;
   }
+  // RoPE scaling: linear (Gemma 3 global layers, some Llamas); Llama 3's rule arrives as the
+  // rope_freqs tensor (per-frequency divisors), not as a scaling type.
   std::string scaling;
   if (!get_string(*g, p + "rope.scaling.type", &scaling, err)) return false;
-  if (!scaling.empty() && scaling != "none") {
-    *err = "GGUF '" + path + "': RoPE scaling '" + scaling + "' is not supported";
+  if (scaling == "linear") {
+    float factor = 1.0f;
+    if (!get_float(*g, p + "rope.scaling.factor", &factor, err)) return false;
+    if (!g->get(p + "rope.scaling.factor") &&
+        !get_float(*g, p + "rope.scale_linear", &factor, err))
+      return false;
+    if (!(factor >= 1.0f && factor <= 1024.0f)) {
+      *err = "GGUF '" + path + "': linear RoPE scaling factor " + std::to_string(factor) +
+             " out of [1, 1024]";
+      return false;
+    }
+    if (factor != 1.0f) {
+      a.rope_scaling = fb::RopeScaling::Linear;
+      a.rope_scaling_factor = factor;
+    }
+  } else if (!scaling.empty() && scaling != "none") {
+    *err = "GGUF '" + path + "': RoPE scaling '" + scaling + "' is not supported (linear is)";
     return false;
   }
   if (g->get(p + "expert_count")) {
@@ -695,6 +687,58 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
     if (get_uint(*g, p + "expert_count", false, &experts, err) && experts > 0) {
       *err = "GGUF '" + path + "': mixture-of-experts models are not supported";
       return false;
+    }
+  }
+  a.qkv_bias = family == fb::Family::Qwen2;
+  a.qk_norm = family == fb::Family::Qwen3 || family == fb::Family::Gemma3;
+  if (gemma) {
+    // llama.cpp's Gemma: GELU (tanh) gate, embeddings scaled by sqrt(n_embd), norms stored with
+    // the + 1 already added by its converter, attention scale from the model size (27B:
+    // n_embd / n_head, else head_dim, as its hparams code derives it).
+    a.activation = fb::Activation::GeluTanh;
+    a.embedding_scale = static_cast<float>(sqrt(static_cast<double>(a.dim)));
+    const bool is_27b = (family == fb::Family::Gemma2 && a.n_layers == 46) ||
+                        (family == fb::Family::Gemma3 && a.n_layers == 62);
+    a.query_pre_attn_scalar =
+        static_cast<float>(is_27b ? a.dim / a.n_heads : a.head_dim);
+    a.attn_logit_softcap = family == fb::Family::Gemma2 ? 50.0f : 0.0f;
+    a.final_logit_softcap = family == fb::Family::Gemma2 ? 30.0f : 0.0f;
+    if (!get_float(*g, p + "attn_logit_softcapping", &a.attn_logit_softcap, err) ||
+        !get_float(*g, p + "final_logit_softcapping", &a.final_logit_softcap, err))
+      return false;
+  }
+  // Sliding-window layers.
+  {
+    uint32_t window = family == fb::Family::Gemma2 ? 4096 : 0;
+    if (!get_u32(*g, p + "attention.sliding_window", false, &window, err)) return false;
+    std::vector<bool> local(a.n_layers, false);
+    if (window > 0) {
+      if (family == fb::Family::Gemma2) {
+        for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = l % 2 == 0;  // even layers local
+      } else if (family == fb::Family::Gemma3) {
+        uint32_t pattern = 6;
+        if (const Value* v = g->get(p + "attention.sliding_window_pattern")) {
+          if (!v->is_int() || v->u == 0 || v->u > 0xffffffffull) {
+            *err = "GGUF '" + path + "': " + p +
+                   "attention.sliding_window_pattern must be a positive integer";
+            return false;
+          }
+          pattern = static_cast<uint32_t>(v->u);
+        }
+        for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = (l + 1) % pattern != 0;
+        a.rope_theta_local = 10000.0f;  // llama.cpp's fixed Gemma 3 local base
+        if (!get_float(*g, p + "rope.freq_base_swa", &a.rope_theta_local, err)) return false;
+      } else {
+        // Phi-3 (and Mistral-style llama files): every layer attends within the window, as
+        // the Hugging Face model does.
+        for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = true;
+      }
+    }
+    bool any = false;
+    for (bool b : local) any |= b;
+    if (any) {
+      a.sliding_window = window;
+      a.layer_is_local = local;
     }
   }
 
@@ -709,10 +753,19 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
   for (const TensorInfo& ti : g->tensors) {
     TensorData t;
     t.name = ti.name;
-    if (!map_tensor_name(ti.name, &t.role, &t.layer)) {
-      *err = "GGUF '" + path + "': tensor '" + ti.name + "' is not part of a supported llama model";
+    if (ti.name == "rope_factors_long.weight" || ti.name == "rope_factors_short.weight") {
+      *err = "GGUF '" + path + "': tensor '" + ti.name +
+             "': long-context LongRoPE factors (Phi-3 128k) are not supported";
       return false;
     }
+    SourceRole r;
+    if (!gguf_tensor_role(family, ti.name, &r)) {
+      *err = "GGUF '" + path + "': tensor '" + ti.name + "' is not part of a supported " + arch +
+             " model";
+      return false;
+    }
+    t.role = r.role;
+    t.layer = r.layer;
     if (t.layer >= static_cast<int32_t>(a.n_layers)) {
       *err = "GGUF '" + path + "': tensor '" + ti.name + "' is beyond block_count " +
              std::to_string(a.n_layers);
@@ -778,7 +831,10 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
         return true;
       };
     }
-    m.tensors.push_back(std::move(t));
+    if (!add_source_tensor(a, r, std::move(t), &m.tensors, err)) {
+      *err = "GGUF '" + path + "': " + *err;
+      return false;
+    }
   }
   if (!g->tensors.empty()) {
     if (emb_rows == 0) {
@@ -792,11 +848,15 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
   uint32_t kv_vocab = 0;
   if (!get_u32(*g, p + "vocab_size", false, &kv_vocab, err)) return false;
   if (kv_vocab && kv_vocab != a.vocab_size) {
-    *err = "GGUF '" + path + "': llama.vocab_size " + std::to_string(kv_vocab) +
+    *err = "GGUF '" + path + "': " + p + "vocab_size " + std::to_string(kv_vocab) +
            " differs from the token embedding's " + std::to_string(a.vocab_size) + " rows";
     return false;
   }
   a.tied_embeddings = !has_output;
+  if (!g->tensors.empty() && !check_family_tensors(m, gguf_tensor_name, err)) {
+    *err = "GGUF '" + path + "': " + *err;
+    return false;
+  }
   // Tokenizer must cover the embedding; pad a shorter one with unused pieces.
   TokenizerData& tok = m.tokenizer;
   if (tok.pieces.size() > a.vocab_size) {

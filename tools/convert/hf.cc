@@ -1,8 +1,10 @@
-// Hugging Face Llama checkpoint directory reader (LlamaForCausalLM, model_type "llama").
+// Hugging Face checkpoint directory reader: the families of families.h (Llama / Mistral,
+// Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3), their config.json read by hf_config_arch.
 //
 // Weights come from model.safetensors (or the shards of model.safetensors.index.json) in
-// F32 / F16 / BF16. HF Llama applies RoPE with rotate_half, i.e. it pairs (i, i + head_dim/2):
-// the model is marked RopeStyle::Neox and q/k are NOT permuted. The tokenizer comes from
+// F32 / F16 / BF16. HF applies RoPE with rotate_half, i.e. it pairs (i, i + head_dim/2): the
+// model is marked RopeStyle::Neox and q/k are NOT permuted. Gemma norm weights get their + 1,
+// Phi-3's fused qkv_proj / gate_up_proj are split. The tokenizer comes from
 // tokenizer.json (BPE), tokenizer_config.json and generation_config.json.
 #include <stdint.h>
 
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "convert/families.h"
 #include "convert/file_io.h"
 #include "convert/readers.h"
 #include "convert/safetensors.h"
@@ -36,31 +39,6 @@ bool parse_json_file(const std::string& path, json* out, std::string* err) {
     *err = "'" + path + "' is not a JSON object";
     return false;
   }
-  return true;
-}
-
-// Reads an unsigned config value into a uint32; absent -> *out unchanged (unless required).
-bool cfg_u32(const json& cfg, const char* key, bool required, uint32_t* out, std::string* err) {
-  if (!cfg.contains(key) || cfg[key].is_null()) {
-    if (required) *err = std::string("config.json: missing '") + key + "'";
-    return !required;
-  }
-  const json& v = cfg[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 0xffffffffll) {
-    *err = std::string("config.json: '") + key + "' must be a non-negative integer";
-    return false;
-  }
-  *out = static_cast<uint32_t>(v.get<int64_t>());
-  return true;
-}
-
-bool cfg_float(const json& cfg, const char* key, float* out, std::string* err) {
-  if (!cfg.contains(key) || cfg[key].is_null()) return true;
-  if (!cfg[key].is_number()) {
-    *err = std::string("config.json: '") + key + "' must be a number";
-    return false;
-  }
-  *out = cfg[key].get<float>();
   return true;
 }
 
@@ -273,41 +251,6 @@ bool read_tokenizer_json(const std::string& path, TokenizerData* out, std::strin
   return true;
 }
 
-bool map_hf_name(const std::string& name, TensorRole* role, int32_t* layer) {
-  *layer = -1;
-  if (name == "model.embed_tokens.weight") return *role = TensorRole::TokenEmbedding, true;
-  if (name == "model.norm.weight") return *role = TensorRole::OutputNorm, true;
-  if (name == "lm_head.weight") return *role = TensorRole::Output, true;
-  const std::string pre = "model.layers.";
-  if (name.compare(0, pre.size(), pre) != 0) return false;
-  size_t dot = name.find('.', pre.size());
-  if (dot == std::string::npos || dot == pre.size() || dot - pre.size() > 6) return false;
-  int32_t l = 0;
-  for (size_t i = pre.size(); i < dot; ++i) {
-    if (!isdigit(static_cast<unsigned char>(name[i]))) return false;
-    l = l * 10 + (name[i] - '0');
-  }
-  static const std::pair<const char*, TensorRole> table[] = {
-      {"self_attn.q_proj.weight", TensorRole::Wq},
-      {"self_attn.k_proj.weight", TensorRole::Wk},
-      {"self_attn.v_proj.weight", TensorRole::Wv},
-      {"self_attn.o_proj.weight", TensorRole::Wo},
-      {"mlp.gate_proj.weight", TensorRole::FfnGate},
-      {"mlp.up_proj.weight", TensorRole::FfnUp},
-      {"mlp.down_proj.weight", TensorRole::FfnDown},
-      {"input_layernorm.weight", TensorRole::AttnNorm},
-      {"post_attention_layernorm.weight", TensorRole::FfnNorm}};
-  const std::string rest = name.substr(dot + 1);
-  for (const auto& e : table) {
-    if (rest == e.first) {
-      *role = e.second;
-      *layer = l;
-      return true;
-    }
-  }
-  return false;
-}
-
 int32_t piece_id(const TokenizerData& t, const std::string& piece) {
   if (piece.empty()) return -1;
   for (size_t i = 0; i < t.pieces.size(); ++i)
@@ -326,69 +269,14 @@ bool read_hf(const std::string& path_in, ModelData* out, std::string* err) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   json cfg;
   if (!parse_json_file(dir + "/config.json", &cfg, err)) return false;
-  const std::string model_type = cfg.value("model_type", std::string());
-  bool llama_arch = false;
-  std::string archs;
-  if (cfg.contains("architectures") && cfg["architectures"].is_array()) {
-    for (const auto& a : cfg["architectures"]) {
-      if (!a.is_string()) continue;
-      archs += (archs.empty() ? "" : ", ") + a.get<std::string>();
-      if (a == "LlamaForCausalLM") llama_arch = true;
-    }
-  }
-  if (model_type != "llama" || (!archs.empty() && !llama_arch)) {
-    *err = "'" + dir + "/config.json': model_type '" + model_type + "' (architectures: " +
-           (archs.empty() ? "none" : archs) +
-           ") is not supported by the converter (only LlamaForCausalLM / model_type llama)";
-    return false;
-  }
   ModelData m;
   m.source = dir;
   auto& a = m.arch;
-  a.family = fb::Family::Llama;
-  a.activation = fb::Activation::SiLU;
-  a.rope_style = fb::RopeStyle::Neox;
-  a.max_context = 2048;
-  a.norm_eps = 1e-6f;
-  a.rope_theta = 10000.0f;
-  if (!cfg_u32(cfg, "hidden_size", true, &a.dim, err) ||
-      !cfg_u32(cfg, "intermediate_size", true, &a.ffn_dim, err) ||
-      !cfg_u32(cfg, "num_hidden_layers", true, &a.n_layers, err) ||
-      !cfg_u32(cfg, "num_attention_heads", true, &a.n_heads, err) ||
-      !cfg_u32(cfg, "vocab_size", true, &a.vocab_size, err) ||
-      !cfg_u32(cfg, "max_position_embeddings", false, &a.max_context, err) ||
-      !cfg_float(cfg, "rms_norm_eps", &a.norm_eps, err) ||
-      !cfg_float(cfg, "rope_theta", &a.rope_theta, err)) {
-    *err = dir + "/" + *err;
+  if (!hf_config_arch(cfg, &a, err)) {
+    *err = "'" + dir + "/config.json': " + *err;
     return false;
   }
-  a.n_kv_heads = a.n_heads;
-  if (!cfg_u32(cfg, "num_key_value_heads", false, &a.n_kv_heads, err)) return false;
-  if (a.n_heads == 0 || a.dim % a.n_heads != 0) {
-    *err = "config.json: hidden_size is not a multiple of num_attention_heads";
-    return false;
-  }
-  a.head_dim = a.dim / a.n_heads;
-  if (!cfg_u32(cfg, "head_dim", false, &a.head_dim, err)) return false;
-  a.tied_embeddings = cfg.value("tie_word_embeddings", false);
-  const std::string act = cfg.value("hidden_act", std::string("silu"));
-  if (act != "silu") {
-    *err = "config.json: hidden_act '" + act + "' is not supported (only silu)";
-    return false;
-  }
-  if (cfg.value("attention_bias", false) || cfg.value("mlp_bias", false)) {
-    *err = "config.json: attention_bias / mlp_bias are not supported";
-    return false;
-  }
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null()) {
-    const json& rs = cfg["rope_scaling"];
-    std::string kind = rs.is_object() ? rs.value("rope_type", rs.value("type", std::string("?")))
-                                      : std::string("?");
-    if (kind != "default") {
-      *err = "config.json: rope_scaling '" + kind + "' is not supported";
-      return false;
-    }
-  }
+  const bool gemma = a.family == fb::Family::Gemma2 || a.family == fb::Family::Gemma3;
 
   // Weights.
   std::map<std::string, SafetensorsEntry> entries;
@@ -427,16 +315,18 @@ bool read_hf(const std::string& path_in, ModelData* out, std::string* err) {
     TensorData t;
     t.name = name;
     if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;  // derived, not a weight
-    if (!map_hf_name(name, &t.role, &t.layer)) {
-      *err = "'" + dir + "': tensor '" + name + "' is not part of a supported Llama model";
+    SourceRole r;
+    if (!hf_tensor_role(a.family, name, &r)) {
+      *err = "'" + dir + "': tensor '" + name + "' is not part of a supported " +
+             family_display_name(a.family) + " model";
       return false;
     }
-    if (t.role == TensorRole::Output && a.tied_embeddings) {
+    if (r.role == TensorRole::Output && a.tied_embeddings) {
       if (has_embed) continue;
-      t.role = TensorRole::TokenEmbedding;
+      r.role = TensorRole::TokenEmbedding;
       t.name = "model.embed_tokens.weight";  // stored once, as lm_head.weight
     }
-    if (t.layer >= static_cast<int32_t>(a.n_layers)) {
+    if (r.layer >= static_cast<int32_t>(a.n_layers)) {
       *err = "'" + dir + "': tensor '" + name + "' is beyond num_hidden_layers";
       return false;
     }
@@ -449,7 +339,12 @@ bool read_hf(const std::string& path_in, ModelData* out, std::string* err) {
     t.load_f32 = [copy, name](std::vector<float>* dst, std::string* er) {
       return load_safetensors_f32(copy, name, dst, er);
     };
-    m.tensors.push_back(std::move(t));
+    // Gemma RMSNorm scales by (1 + w): the model file stores 1 + w (float32).
+    if (gemma && r.norm) add_one_on_load(&t);
+    if (!add_source_tensor(a, r, std::move(t), &m.tensors, err)) {
+      *err = "'" + dir + "': " + *err;
+      return false;
+    }
   }
   // Model order: embedding, the layers, then the output norm and head.
   auto order = [](const TensorData& t) {
@@ -458,15 +353,14 @@ bool read_hf(const std::string& path_in, ModelData* out, std::string* err) {
   std::stable_sort(m.tensors.begin(), m.tensors.end(), [&](const TensorData& x, const TensorData& y) {
     return order(x) != order(y) ? order(x) < order(y) : x.role < y.role;
   });
-  if (std::none_of(m.tensors.begin(), m.tensors.end(),
-                   [](const TensorData& t) { return t.role == TensorRole::TokenEmbedding; })) {
-    *err = "'" + dir + "': model.embed_tokens.weight is missing";
-    return false;
-  }
   if (!a.tied_embeddings &&
       std::none_of(m.tensors.begin(), m.tensors.end(),
                    [](const TensorData& t) { return t.role == TensorRole::Output; })) {
     *err = "'" + dir + "': tie_word_embeddings is false but lm_head.weight is missing";
+    return false;
+  }
+  if (!check_family_tensors(m, hf_tensor_name, err)) {
+    *err = "'" + dir + "': " + *err;
     return false;
   }
 
