@@ -15,7 +15,9 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "setup: installing ${missing[*]}" >&2
-  $SUDO apt-get update -qq
+  # An index that fails to download (a mirror mid-sync) makes apt-get update exit non-zero though
+  # everything we need may be there: let the install decide.
+  $SUDO apt-get update -qq || echo "setup: apt-get update reported errors; installing anyway" >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 echo "setup: all packages present" >&2
