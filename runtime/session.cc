@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "platform/cpu_features.h"
 #include "tokenizer.h"
 
 namespace ringlm {
@@ -125,6 +126,9 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
             "penalty_window %u above %u", k.penalty_window, kMaxPenaltyWindow);
   RLM_CHECK(k.max_logit_bias <= m.hp.vocab_size, RLM_ERR_INVALID_ARGUMENT, err,
             "max_logit_bias %u above vocab size", k.max_logit_bias);
+  k.kernels = kernels_select(cpu_features_detect(), c->kernels);
+  RLM_CHECK(k.kernels != nullptr, RLM_ERR_UNSUPPORTED, err,
+            "kernels '%s' are not available on this CPU / build", c->kernels ? c->kernels : "");
   *out = k;
   return RLM_OK;
 }
@@ -148,6 +152,7 @@ SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* me
   s->model = &m;
   s->tok = m.root->tokenizer();
   s->cfg = c;
+  s->tf.k = c.kernels;
   transformer_bind(m, &s->tf);
   rlm_sampling def;
   rlm_sampling_default(&def);

@@ -20,6 +20,7 @@ struct SessionConfig {  // validated rlm_session_config
   uint32_t n_ctx, n_sink, n_threads, n_batch, max_pending, max_text_bytes;
   rlm_kv_dtype kv_dtype;
   uint32_t stop_string_bytes, max_stop_strings, max_stop_tokens, penalty_window, max_logit_bias;
+  const KernelTable* kernels;  // chosen for this CPU (or forced by the caller)
 };
 
 struct SessionImpl {

@@ -129,16 +129,6 @@ void embed(const Transformer* t, int32_t token, float* out) {
   }
 }
 
-// Pointer to row `slot` of layer `l` in a K or V cache, as float (converting f16 into `tmp`).
-const float* kv_row(const KvRing& kv, const void* base, uint32_t l, uint32_t slot, uint32_t off,
-                    uint32_t len, float* tmp) {
-  const size_t idx = kv.layer_off[l] + static_cast<size_t>(slot) * kv.kv_dim + off;
-  if (kv.dtype == RLM_KV_F32) return static_cast<const float*>(base) + idx;
-  const uint16_t* h = static_cast<const uint16_t*>(base) + idx;
-  for (uint32_t i = 0; i < len; ++i) tmp[i] = fp16_to_f32(h[i]);
-  return tmp;
-}
-
 void kv_store(const KvRing& kv, void* base, uint32_t l, uint32_t slot, const float* row) {
   const size_t idx = kv.layer_off[l] + static_cast<size_t>(slot) * kv.kv_dim;
   if (kv.dtype == RLM_KV_F32) {
@@ -147,6 +137,10 @@ void kv_store(const KvRing& kv, void* base, uint32_t l, uint32_t slot, const flo
     uint16_t* h = static_cast<uint16_t*>(base) + idx;
     for (uint32_t i = 0; i < kv.kv_dim; ++i) h[i] = f32_to_fp16(row[i]);
   }
+}
+
+void soft_cap(float* x, uint32_t n, float cap) {
+  for (uint32_t i = 0; i < n; ++i) x[i] = cap * tanhf(x[i] / cap);
 }
 
 // a(i) = gelu_tanh(a(i)) * b(i) (GeGLU, Gemma).
@@ -172,10 +166,6 @@ void head_norm(const KernelTable* k, float* x, uint32_t n, uint32_t heads, uint3
   for (size_t i = 0; i < static_cast<size_t>(n) * heads; ++i) {
     k->rmsnorm(x + i * hd, x + i * hd, static_cast<const float*>(w.data), hd, eps);
   }
-}
-
-void soft_cap(float* x, uint32_t n, float cap) {
-  for (uint32_t i = 0; i < n; ++i) x[i] = cap * tanhf(x[i] / cap);
 }
 
 // Fills inv_freq (head_dim/2) for base `theta` with the model's frequency scaling.
@@ -226,29 +216,24 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, floa
   float* qrot = t->qrot + static_cast<size_t>(scratch) * hd;
   float* qsink = t->qsink + static_cast<size_t>(scratch) * hd;
   float* att = t->att + static_cast<size_t>(scratch) * kv.geom[kKvGlobal].n_ctx;
-  float* kbuf = t->kbuf + static_cast<size_t>(scratch) * hd;
+  const bool f16 = kv.dtype == RLM_KV_F16;
+  const size_t elem = f16 ? 2 : 4;
+  const uint8_t* kbase = static_cast<const uint8_t*>(kv.k) + kv.layer_off[l] * elem;
+  const uint8_t* vbase = static_cast<const uint8_t*>(kv.v) + kv.layer_off[l] * elem;
   for (uint32_t h = h0; h < h1; ++h) {
-    const uint32_t koff = (h / group) * hd;
+    const size_t koff = static_cast<size_t>(h / group) * hd * elem;
     rope(q + h * hd, qrot, freq, hd, pos, hp.rope_style);
-    const bool sinks_shifted = sink_pos != pos && g.n_sink > 0;
-    if (sinks_shifted) rope(q + h * hd, qsink, freq, hd, sink_pos, hp.rope_style);
-    for (uint32_t s = 0; s < visible; ++s) {
-      const float* qv = (sinks_shifted && s < g.n_sink) ? qsink : qrot;
-      const float* kr = kv_row(kv, kv.k, l, s, koff, hd, kbuf);
-      float score = 0.0f;
-      for (uint32_t i = 0; i < hd; ++i) score += qv[i] * kr[i];
-      score *= scale;
-      if (cap > 0.0f) score = cap * tanhf(score / cap);
-      att[s] = score;
+    // Sink slots [0, n_sink) see the query rotated at the sink position once the ring wrapped.
+    const uint32_t n_sinks = sink_pos != pos ? (g.n_sink < visible ? g.n_sink : visible) : 0;
+    if (n_sinks) {
+      rope(q + h * hd, qsink, freq, hd, sink_pos, hp.rope_style);
+      t->k->attn_dot(qsink, kbase + koff, kv.kv_dim, n_sinks, hd, f16, scale, att);
     }
+    t->k->attn_dot(qrot, kbase + koff + static_cast<size_t>(n_sinks) * kv.kv_dim * elem,
+                   kv.kv_dim, visible - n_sinks, hd, f16, scale, att + n_sinks);
+    if (cap > 0.0f) soft_cap(att, visible, cap);
     t->k->softmax(att, visible);
-    float* o = out + h * hd;
-    memset(o, 0, hd * sizeof(float));
-    for (uint32_t s = 0; s < visible; ++s) {
-      const float* vr = kv_row(kv, kv.v, l, s, koff, hd, kbuf);
-      const float a = att[s];
-      for (uint32_t i = 0; i < hd; ++i) o[i] += a * vr[i];
-    }
+    t->k->attn_accum(att, vbase + koff, kv.kv_dim, visible, hd, f16, out + h * hd);
   }
 }
 
@@ -287,7 +272,7 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->n_batch = n_batch;
   t->n_threads = n_threads;
   thread_pool_layout(a, n_threads, &t->pool);
-  t->k = kernels_ref();
+  t->k = kernels_ref();  // session init replaces it with the table chosen for this CPU
   t->layers = a.alloc<LayerWeights>(hp.n_layers, alignof(LayerWeights));
   // Sliding-window layers never look further back than the window, so their ring is that big.
   const uint32_t local_slots =

@@ -50,6 +50,7 @@ typedef enum rlm_status {
   RLM_ERR_REWIND = 9,             /* rewind target no longer held by the ring cache */
   RLM_ERR_THREADS = 10,           /* worker threads could not be started */
   RLM_ERR_NOT_FOUND = 11,         /* no such token piece / the model has no such entry */
+  RLM_ERR_UNSUPPORTED = 12,       /* requested feature (e.g. a kernel ISA) not available here */
   /* Model verification failures (rlm_model_open). */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
   RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
@@ -118,6 +119,10 @@ typedef struct rlm_session_config {
   uint32_t max_stop_tokens;   /* caller-added end tokens (default 8) */
   uint32_t penalty_window;    /* max repeat_last_n the session can honour (default 256) */
   uint32_t max_logit_bias;    /* entries of logit bias the session stores (default 16) */
+  const char* kernels;        /* NULL = the fastest kernels this CPU runs; or force one of "ref",
+                                 "avx2", "avx512", "neon", "dotprod", "i8mm", "armv7" (init fails
+                                 with RLM_ERR_UNSUPPORTED if this CPU or build lacks it). Only
+                                 read during init. */
 } rlm_session_config;
 
 RLM_API void rlm_session_config_default(rlm_session_config* config);
