@@ -13,15 +13,21 @@ uint32_t max3(uint32_t a, uint32_t b, uint32_t c) {
   return m > c ? m : c;
 }
 
-// Rotates one head vector `in` into `out` at absolute position `pos`.
-void rope(const float* in, float* out, const float* inv_freq, uint32_t head_dim, uint64_t pos,
-          fb::RopeStyle style) {
+// cos/sin of every rotation angle at absolute position `pos`: cs = (cos[half], sin[half]).
+// Double precision angles: exact for positions far beyond float's 2^24.
+void rope_table(const float* inv_freq, uint32_t half, uint64_t pos, float* cs) {
+  for (uint32_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * static_cast<double>(inv_freq[i]);
+    cs[i] = static_cast<float>(cos(angle));
+    cs[half + i] = static_cast<float>(sin(angle));
+  }
+}
+
+// Rotates one head vector `in` into `out` with a table from rope_table.
+void rope(const float* in, float* out, const float* cs, uint32_t head_dim, fb::RopeStyle style) {
   const uint32_t half = head_dim / 2;
   for (uint32_t i = 0; i < half; ++i) {
-    // Double precision angle: exact for positions far beyond float's 2^24.
-    const double angle = static_cast<double>(pos) * static_cast<double>(inv_freq[i]);
-    const float c = static_cast<float>(cos(angle));
-    const float s = static_cast<float>(sin(angle));
+    const float c = cs[i], s = cs[half + i];
     const uint32_t i0 = style == fb::RopeStyle::Interleaved ? 2 * i : i;
     const uint32_t i1 = style == fb::RopeStyle::Interleaved ? 2 * i + 1 : i + half;
     const float a = in[i0], b = in[i1];
@@ -200,13 +206,12 @@ void rope_frequencies(const Hparams& hp, float theta, bool scaled, const float* 
 
 // Attention of one token at `pos` (its K/V already stored) for heads [h0, h1); out(q_dim).
 // `scratch` selects the calling thread's buffers.
-void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, float* out,
-                  uint32_t h0, uint32_t h1, uint32_t scratch) {
+void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
+                  float* out, uint32_t h0, uint32_t h1, uint32_t scratch) {
   const Hparams& hp = t->hp;
   const KvRing& kv = t->kv;
   const uint32_t kind = t->layers[l].kind;
   const KvGeom& g = kv.geom[kind];
-  const float* freq = kind == kKvLocal ? t->rope_freq_local : t->rope_freq;
   const uint32_t hd = hp.head_dim;
   const uint32_t group = hp.n_heads / hp.n_kv_heads;
   const uint32_t visible = kv_visible(g, pos);
@@ -222,11 +227,12 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, floa
   const uint8_t* vbase = static_cast<const uint8_t*>(kv.v) + kv.layer_off[l] * elem;
   for (uint32_t h = h0; h < h1; ++h) {
     const size_t koff = static_cast<size_t>(h / group) * hd * elem;
-    rope(q + h * hd, qrot, freq, hd, pos, hp.rope_style);
+    rope(q + h * hd, qrot, cs, hd, hp.rope_style);
     // Sink slots [0, n_sink) see the query rotated at the sink position once the ring wrapped.
     const uint32_t n_sinks = sink_pos != pos ? (g.n_sink < visible ? g.n_sink : visible) : 0;
     if (n_sinks) {
-      rope(q + h * hd, qsink, freq, hd, sink_pos, hp.rope_style);
+      // Only global layers have sinks, and their sink position is always n_ctx - 1.
+      rope(q + h * hd, qsink, t->rope_sink, hd, hp.rope_style);
       t->k->attn_dot(qsink, kbase + koff, kv.kv_dim, n_sinks, hd, f16, scale, att);
     }
     t->k->attn_dot(qrot, kbase + koff + static_cast<size_t>(n_sinks) * kv.kv_dim * elem,
@@ -242,6 +248,7 @@ struct AttendJob {
   uint32_t l;
   const float* q;
   uint64_t pos;
+  const float* cs;
   float* out;
 };
 
@@ -249,17 +256,18 @@ void attend_job(void* ctx, uint32_t index, uint32_t n_threads) {
   const AttendJob* j = static_cast<const AttendJob*>(ctx);
   uint32_t h0, h1;
   thread_share(j->t->hp.n_heads, 1, index, n_threads, &h0, &h1);
-  attend_heads(j->t, j->l, j->q, j->pos, j->out, h0, h1, index);
+  attend_heads(j->t, j->l, j->q, j->pos, j->cs, j->out, h0, h1, index);
 }
 
-void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, float* out) {
+void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
+            float* out) {
   const uint64_t work =
       static_cast<uint64_t>(kv_visible(t->kv.geom[t->layers[l].kind], pos)) * t->hp.q_dim;
-  AttendJob job{t, l, q, pos, out};
+  AttendJob job{t, l, q, pos, cs, out};
   if (t->n_threads > 1 && t->hp.n_heads > 1 && work >= kMinParallelAttention) {
     thread_pool_run(t->pool, attend_job, &job);
   } else {
-    attend_heads(t, l, q, pos, out, 0, t->hp.n_heads, 0);
+    attend_heads(t, l, q, pos, cs, out, 0, t->hp.n_heads, 0);
   }
 }
 
@@ -298,6 +306,10 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->kbuf = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));
   t->rope_freq = a.alloc<float>(hp.head_dim / 2);
   t->rope_freq_local = a.alloc<float>(hp.head_dim / 2);
+  t->rope_cs = static_cast<float*>(a.alloc_2d(n_batch, hp.head_dim, sizeof(float), kArenaAlignment));
+  t->rope_cs_local =
+      static_cast<float*>(a.alloc_2d(n_batch, hp.head_dim, sizeof(float), kArenaAlignment));
+  t->rope_sink = a.alloc<float>(hp.head_dim);
   t->logits = a.alloc<float>(hp.vocab_size);
 }
 
@@ -334,6 +346,7 @@ void transformer_bind(const ModelImpl& m, Transformer* t) {
   // Local layers use their own base without the long-context scaling (Gemma 3).
   rope_frequencies(hp, hp.rope_theta_local, hp.rope_theta_local == hp.rope_theta, f,
                    t->rope_freq_local);
+  rope_table(t->rope_freq, hp.head_dim / 2, t->kv.geom[kKvGlobal].n_ctx - 1, t->rope_sink);
 }
 
 void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
@@ -341,6 +354,14 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
   const KernelTable* k = t->k;
   const size_t nd = static_cast<size_t>(n) * hp.dim;
   for (uint32_t i = 0; i < n; ++i) embed(t, tokens[i], t->x + static_cast<size_t>(i) * hp.dim);
+  // Rotation tables of the batch's positions, shared by every layer and head.
+  for (uint32_t i = 0; i < n; ++i) {
+    rope_table(t->rope_freq, hp.head_dim / 2, pos0 + i, t->rope_cs + static_cast<size_t>(i) * hp.head_dim);
+    if (hp.has_local_layers) {
+      rope_table(t->rope_freq_local, hp.head_dim / 2, pos0 + i,
+                 t->rope_cs_local + static_cast<size_t>(i) * hp.head_dim);
+    }
+  }
   if (hp.embedding_scale != 1.0f) {
     for (size_t i = 0; i < nd; ++i) t->x[i] *= hp.embedding_scale;
   }
@@ -348,7 +369,7 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
   for (uint32_t l = 0; l < hp.n_layers; ++l) {
     const LayerWeights& w = t->layers[l];
     const KvGeom& g = t->kv.geom[w.kind];
-    const float* freq = w.kind == kKvLocal ? t->rope_freq_local : t->rope_freq;
+    const float* cs_base = w.kind == kKvLocal ? t->rope_cs_local : t->rope_cs;
     // Attention block.
     for (uint32_t i = 0; i < n; ++i) {
       k->rmsnorm(t->xb + static_cast<size_t>(i) * hp.dim, t->x + static_cast<size_t>(i) * hp.dim,
@@ -373,15 +394,16 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
     for (uint32_t i = 0; i < n; ++i) {
       const uint64_t pos = pos0 + i;
       const uint32_t slot = kv_slot(g, pos);
+      const float* cs = cs_base + static_cast<size_t>(i) * hp.head_dim;
       float* kr = t->kt + static_cast<size_t>(i) * hp.kv_dim;
       for (uint32_t h = 0; h < hp.n_kv_heads; ++h) {
-        rope(kr + h * hp.head_dim, t->kbuf, freq, hp.head_dim, pos, hp.rope_style);
+        rope(kr + h * hp.head_dim, t->kbuf, cs, hp.head_dim, hp.rope_style);
         memcpy(kr + h * hp.head_dim, t->kbuf, hp.head_dim * sizeof(float));
       }
       kv_store(t->kv, t->kv.k, l, slot, kr);
       kv_store(t->kv, t->kv.v, l, slot, t->vt + static_cast<size_t>(i) * hp.kv_dim);
       if (l == 0) t->kv.tokens[kv_slot(t->kv.geom[kKvGlobal], pos)] = tokens[i];
-      attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos,
+      attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos, cs,
              t->xb + static_cast<size_t>(i) * hp.q_dim);
     }
     {

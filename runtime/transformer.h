@@ -49,6 +49,9 @@ struct Transformer {
   float* kbuf;              // (n_threads, head_dim) one key / value row converted from f16
   float* rope_freq;         // (head_dim / 2) inverse frequencies of global layers
   float* rope_freq_local;   // (head_dim / 2) inverse frequencies of sliding-window layers
+  float* rope_cs;           // (n_batch, head_dim): cos | sin tables of the batch's positions
+  float* rope_cs_local;     // (n_batch, head_dim): the same for sliding-window layers
+  float* rope_sink;         // (head_dim): cos | sin at n_ctx - 1, the sinks' query position
   float* logits;            // (vocab)
 };
 
