@@ -36,18 +36,21 @@ struct Expected {
   uint32_t n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab, max_context;
   float rope_theta, norm_eps;
   bool tied;
-  bool llama;  // runs without --as-llama
+  fb::Family family;
+  uint32_t per_layer;  // tensors per layer in that family
 };
 
 const std::map<std::string, Expected>& expected_shapes() {
+  using F = fb::Family;
   static const std::map<std::string, Expected> m = {
-      {"SmolLM2-135M", {30, 576, 9, 3, 64, 1536, 49152, 8192, 1e5f, 1e-5f, true, true}},
+      {"SmolLM2-135M", {30, 576, 9, 3, 64, 1536, 49152, 8192, 1e5f, 1e-5f, true, F::Llama, 9}},
       {"Llama-3.2-1B-Instruct",
-       {16, 2048, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f, true, true}},
+       {16, 2048, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f, true, F::Llama, 9}},
       {"Qwen2.5-0.5B-Instruct",
-       {24, 896, 14, 2, 64, 4864, 151936, 32768, 1e6f, 1e-6f, true, false}},
-      {"Qwen3-1.7B", {28, 2048, 16, 8, 128, 6144, 151936, 40960, 1e6f, 1e-6f, true, false}},
-      {"gemma3_1b_it", {26, 1152, 4, 1, 256, 6912, 262144, 32768, 1e6f, 1e-6f, true, false}},
+       {24, 896, 14, 2, 64, 4864, 151936, 32768, 1e6f, 1e-6f, true, F::Qwen2, 12}},
+      {"Qwen3-1.7B", {28, 2048, 16, 8, 128, 6144, 151936, 40960, 1e6f, 1e-6f, true, F::Qwen3, 11}},
+      {"gemma3_1b_it",
+       {26, 1152, 4, 1, 256, 6912, 262144, 32768, 1e6f, 1e-6f, true, F::Gemma3, 13}},
   };
   return m;
 }
@@ -75,12 +78,12 @@ const TensorData* find(const ModelData& m, TensorRole role, int32_t layer) {
   return nullptr;
 }
 
-// Every tensor of a Llama model of arch `a`, with its shape.
-void expect_llama_tensors(const ModelData& m) {
+// The tensors of a model of arch `a` (Llama core plus the family's extras), with their shapes.
+void expect_family_tensors(const ModelData& m, uint32_t per_layer) {
   const auto& a = m.arch;
   const uint64_t D = a.dim, q = uint64_t{a.n_heads} * a.head_dim,
                  kv = uint64_t{a.n_kv_heads} * a.head_dim, F = a.ffn_dim, V = a.vocab_size;
-  EXPECT_EQ(m.tensors.size(), 2u + 9u * a.n_layers + (a.tied_embeddings ? 0u : 1u));
+  EXPECT_EQ(m.tensors.size(), 2u + per_layer * a.n_layers + (a.tied_embeddings ? 0u : 1u));
   auto shape = [&](TensorRole r, int32_t l) {
     const TensorData* t = find(m, r, l);
     return t ? t->shape : std::vector<uint64_t>{};
@@ -89,6 +92,7 @@ void expect_llama_tensors(const ModelData& m) {
   EXPECT_EQ(shape(TensorRole::TokenEmbedding, -1), (V64{V, D}));
   EXPECT_EQ(shape(TensorRole::OutputNorm, -1), (V64{D}));
   EXPECT_EQ(find(m, TensorRole::Output, -1) != nullptr, !a.tied_embeddings);
+  const bool gemma = a.family == fb::Family::Gemma2 || a.family == fb::Family::Gemma3;
   for (int32_t l : {0, static_cast<int32_t>(a.n_layers) - 1}) {
     EXPECT_EQ(shape(TensorRole::AttnNorm, l), (V64{D}));
     EXPECT_EQ(shape(TensorRole::Wq, l), (V64{q, D}));
@@ -99,10 +103,41 @@ void expect_llama_tensors(const ModelData& m) {
     EXPECT_EQ(shape(TensorRole::FfnGate, l), (V64{F, D}));
     EXPECT_EQ(shape(TensorRole::FfnUp, l), (V64{F, D}));
     EXPECT_EQ(shape(TensorRole::FfnDown, l), (V64{D, F}));
+    EXPECT_EQ(shape(TensorRole::Bq, l), a.qkv_bias ? V64{q} : V64{});
+    EXPECT_EQ(shape(TensorRole::Bk, l), a.qkv_bias ? V64{kv} : V64{});
+    EXPECT_EQ(shape(TensorRole::Bv, l), a.qkv_bias ? V64{kv} : V64{});
+    EXPECT_EQ(shape(TensorRole::QNorm, l), a.qk_norm ? V64{a.head_dim} : V64{});
+    EXPECT_EQ(shape(TensorRole::KNorm, l), a.qk_norm ? V64{a.head_dim} : V64{});
+    EXPECT_EQ(shape(TensorRole::PostAttnNorm, l), gemma ? V64{D} : V64{});
+    EXPECT_EQ(shape(TensorRole::PostFfnNorm, l), gemma ? V64{D} : V64{});
   }
   EXPECT_EQ(m.tokenizer.pieces.size(), a.vocab_size);
   EXPECT_EQ(m.tokenizer.types.size(), a.vocab_size);
   EXPECT_EQ(m.tokenizer.scores.size(), a.vocab_size);
+}
+
+void expect_llama_tensors(const ModelData& m) {
+  EXPECT_EQ(m.arch.family, fb::Family::Llama);
+  expect_family_tensors(m, 9);
+}
+
+// Builds `m` (its matrices generated as q4) and opens it with the runtime.
+void expect_opens(const ModelData& m) {
+  std::vector<uint8_t> bytes;
+  std::string err;
+  ASSERT_TRUE(conv::build_model_bytes(m, fb::DType::Q4, &bytes, &err)) << err;
+  AlignedBuffer buf;
+  buf.assign(bytes.data(), bytes.size());
+  rlm_model model;
+  ASSERT_EQ(rlm_model_open(buf.data(), buf.size(), &model), RLM_OK) << rlm_model_error(&model);
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+  cfg.n_ctx = 32;
+  ringlm_test::TestSession ts;
+  ASSERT_EQ(ts.init(&model, cfg), RLM_OK);
+  std::vector<int32_t> toks;
+  ringlm_test::greedy(ts.s, "Hi", 2, &toks);
+  EXPECT_EQ(toks.size(), 2u);
 }
 
 // ---- synthetic_from_hf_config on the shared configs ------------------------------------------
@@ -114,34 +149,44 @@ TEST(Synthetic, SharedConfigsGiveTheirShapes) {
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const std::string path = ringlm_test::shared_path("configs/" + name + "/config.json");
-    ModelData m;
-    std::string err;
-    std::vector<std::string> ignored;
-    conv::SyntheticOptions opts;
-    opts.as_llama = true;
-    opts.ignored = &ignored;
-    ASSERT_TRUE(conv::synthetic_from_hf_config(path, 7, opts, &m, &err)) << err;
-    EXPECT_EQ(m.arch.family, fb::Family::Llama);
-    EXPECT_EQ(m.arch.activation, fb::Activation::SiLU);
-    EXPECT_EQ(m.arch.rope_style, fb::RopeStyle::Neox);
-    expect_llama_tensors(m);
-
-    // The config's own numbers, read independently.
     json cfg;
     {
       std::string text;
       ASSERT_TRUE(ringlm_test::read_file(path, &text));
       cfg = json::parse(text);
     }
+    // The config's own family.
+    ModelData m;
+    std::string err;
+    ASSERT_TRUE(conv::synthetic_from_hf_config(path, 7, &m, &err)) << err;
+    EXPECT_EQ(m.arch.rope_style, fb::RopeStyle::Neox);
     EXPECT_EQ(m.arch.dim, cfg["hidden_size"].get<uint32_t>());
     EXPECT_EQ(m.arch.n_layers, cfg["num_hidden_layers"].get<uint32_t>());
     EXPECT_EQ(m.arch.n_heads, cfg["num_attention_heads"].get<uint32_t>());
     EXPECT_EQ(m.arch.ffn_dim, cfg["intermediate_size"].get<uint32_t>());
     EXPECT_EQ(m.arch.vocab_size, cfg["vocab_size"].get<uint32_t>());
 
+    // Its Llama-shaped equivalent.
+    ModelData l;
+    std::vector<std::string> ignored;
+    conv::SyntheticOptions opts;
+    opts.as_llama = true;
+    opts.ignored = &ignored;
+    ASSERT_TRUE(conv::synthetic_from_hf_config(path, 7, opts, &l, &err)) << err;
+    expect_llama_tensors(l);
+    EXPECT_EQ(l.arch.activation, fb::Activation::SiLU);
+    EXPECT_FALSE(l.arch.qkv_bias || l.arch.qk_norm || l.arch.sliding_window);
+    EXPECT_EQ(l.arch.dim, m.arch.dim);
+    EXPECT_EQ(l.arch.head_dim, m.arch.head_dim);
+    EXPECT_EQ(l.arch.n_kv_heads, m.arch.n_kv_heads);
+    EXPECT_EQ(l.arch.vocab_size, m.arch.vocab_size);
+    EXPECT_EQ(ignored.empty(), m.arch.family == fb::Family::Llama &&
+                                   m.arch.rope_scaling == fb::RopeScaling::None);
+
     auto it = expected_shapes().find(name);
     if (it == expected_shapes().end()) continue;
     const Expected& x = it->second;
+    EXPECT_EQ(m.arch.family, x.family);
     EXPECT_EQ(m.arch.n_layers, x.n_layers);
     EXPECT_EQ(m.arch.dim, x.dim);
     EXPECT_EQ(m.arch.n_heads, x.n_heads);
@@ -153,20 +198,72 @@ TEST(Synthetic, SharedConfigsGiveTheirShapes) {
     EXPECT_FLOAT_EQ(m.arch.rope_theta, x.rope_theta);
     EXPECT_FLOAT_EQ(m.arch.norm_eps, x.norm_eps);
     EXPECT_EQ(m.arch.tied_embeddings, x.tied);
-    EXPECT_EQ(ignored.empty(), x.llama);
-
-    // Without --as-llama: Llama configs build identically, the others fail saying why.
-    ModelData plain;
-    std::string perr;
-    const bool ok = conv::synthetic_from_hf_config(path, 7, &plain, &perr);
-    EXPECT_EQ(ok, x.llama) << perr;
-    if (!ok) {
-      EXPECT_NE(perr.find("--as-llama"), std::string::npos) << perr;
-      EXPECT_NE(perr.find(path), std::string::npos) << perr;
-    }
+    expect_family_tensors(m, x.per_layer);
     ++checked;
   }
   EXPECT_GT(checked, 0) << "none of the known configs was present";
+}
+
+// Family details the shared configs carry.
+TEST(Synthetic, SharedConfigFamilyDetails) {
+  const std::string qwen2 = ringlm_test::shared_path("configs/Qwen2.5-0.5B-Instruct/config.json");
+  const std::string qwen3 = ringlm_test::shared_path("configs/Qwen3-1.7B/config.json");
+  const std::string gemma = ringlm_test::shared_path("configs/gemma3_1b_it/config.json");
+  if (qwen2.empty() || qwen3.empty() || gemma.empty())
+    GTEST_SKIP() << "Qwen2.5 / Qwen3 / Gemma3 configs not in ../shared/configs";
+  ModelData m;
+  std::string err;
+  ASSERT_TRUE(conv::synthetic_from_hf_config(qwen2, 1, &m, &err)) << err;
+  EXPECT_TRUE(m.arch.qkv_bias);
+  EXPECT_FALSE(m.arch.qk_norm);
+  EXPECT_EQ(std::count(m.arch.layer_is_local.begin(), m.arch.layer_is_local.end(), true), 0);
+  ASSERT_TRUE(conv::synthetic_from_hf_config(qwen3, 1, &m, &err)) << err;
+  EXPECT_TRUE(m.arch.qk_norm);
+  EXPECT_FALSE(m.arch.qkv_bias);
+  ASSERT_TRUE(conv::synthetic_from_hf_config(gemma, 1, &m, &err)) << err;
+  EXPECT_EQ(m.arch.activation, fb::Activation::GeluTanh);
+  EXPECT_TRUE(m.arch.qk_norm);
+  EXPECT_EQ(m.arch.sliding_window, 512u);
+  ASSERT_EQ(m.arch.layer_is_local.size(), 26u);
+  for (uint32_t l = 0; l < 26; ++l) EXPECT_EQ(m.arch.layer_is_local[l], (l + 1) % 6 != 0) << l;
+  EXPECT_FLOAT_EQ(m.arch.rope_theta_local, 10000.0f);
+  EXPECT_FLOAT_EQ(m.arch.embedding_scale, sqrtf(1152.0f));
+  // A reduced layer count keeps the local/global pattern.
+  conv::SyntheticOptions o;
+  o.n_layers_override = 7;
+  ASSERT_TRUE(conv::synthetic_from_hf_config(gemma, 1, o, &m, &err)) << err;
+  ASSERT_EQ(m.arch.layer_is_local.size(), 7u);
+  EXPECT_FALSE(m.arch.layer_is_local[5]);
+  EXPECT_TRUE(m.arch.layer_is_local[6]);
+}
+
+// Each shared config's family, reduced (2 layers, ffn 128, a 1000-piece vocabulary), converts and
+// runs.
+TEST(Synthetic, SharedConfigFamiliesRun) {
+  const std::vector<std::string> names = shared_configs();
+  if (names.empty()) GTEST_SKIP() << "no ../shared/configs/*/config.json";
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    std::string text;
+    ASSERT_TRUE(
+        ringlm_test::read_file(ringlm_test::shared_path("configs/" + name + "/config.json"), &text));
+    json cfg = json::parse(text);
+    cfg["vocab_size"] = 1000;
+    cfg["intermediate_size"] = 128;
+    const std::string dir = ringlm_test::temp_dir();
+    std::ofstream(dir + "/config.json") << cfg.dump();
+    for (bool as_llama : {false, true}) {
+      conv::SyntheticOptions o;
+      o.as_llama = as_llama;
+      o.n_layers_override = 2;
+      o.direct = true;
+      o.direct_type = fb::DType::Q4;
+      ModelData m;
+      std::string err;
+      ASSERT_TRUE(conv::synthetic_from_hf_config(dir, 3, o, &m, &err)) << err;
+      ASSERT_NO_FATAL_FAILURE(expect_opens(m));
+    }
+  }
 }
 
 TEST(Synthetic, IgnoredFeaturesAreNamed) {
@@ -189,11 +286,12 @@ TEST(Synthetic, IgnoredFeaturesAreNamed) {
     return all;
   };
   const std::string q2 = ignored_of(qwen2), q3 = ignored_of(qwen3), g = ignored_of(gemma);
-  EXPECT_NE(q2.find("Qwen2"), std::string::npos) << q2;
+  EXPECT_NE(q2.find("qwen2"), std::string::npos) << q2;
   EXPECT_NE(q2.find("bias"), std::string::npos) << q2;
   EXPECT_EQ(q2.find("sliding"), std::string::npos) << q2;  // use_sliding_window: false
   EXPECT_NE(q3.find("qk-norm"), std::string::npos) << q3;
-  EXPECT_NE(g.find("Gemma3"), std::string::npos) << g;
+  EXPECT_NE(g.find("gemma3"), std::string::npos) << g;
+  EXPECT_NE(g.find("post-attention"), std::string::npos) << g;
   EXPECT_NE(g.find("gelu"), std::string::npos) << g;
   EXPECT_NE(g.find("sliding"), std::string::npos) << g;
 }
@@ -228,22 +326,37 @@ TEST_F(SyntheticConfig, Defaults) {
   EXPECT_TRUE(conv::synthetic_from_hf_config(path, 1, &m, &err)) << err;
 }
 
-TEST_F(SyntheticConfig, RopeScalingNeedsAsLlama) {
+TEST_F(SyntheticConfig, RopeScaling) {
   json j = base();
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}};
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
   ModelData m;
   std::string err;
-  EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, &m, &err));
-  EXPECT_NE(err.find("llama3"), std::string::npos) << err;
+  ASSERT_TRUE(conv::synthetic_from_hf_config(write(j), 1, &m, &err)) << err;
+  EXPECT_EQ(m.arch.rope_scaling, fb::RopeScaling::Llama3);
+  EXPECT_FLOAT_EQ(m.arch.rope_scaling_factor, 32.0f);
+  EXPECT_EQ(m.arch.rope_original_context, 8192u);
+  ASSERT_NO_FATAL_FAILURE(expect_opens(m));
   conv::SyntheticOptions o;
   o.as_llama = true;
   std::vector<std::string> ig;
   o.ignored = &ig;
-  EXPECT_TRUE(conv::synthetic_from_hf_config(write(j), 1, o, &m, &err)) << err;
+  ASSERT_TRUE(conv::synthetic_from_hf_config(write(j), 1, o, &m, &err)) << err;
+  EXPECT_EQ(m.arch.rope_scaling, fb::RopeScaling::None);
   ASSERT_EQ(ig.size(), 1u);
-  EXPECT_NE(ig[0].find("rope_scaling"), std::string::npos);
+  EXPECT_NE(ig[0].find("rope_scaling"), std::string::npos) << ig[0];
+  // A kind the runtime does not run: refused, or (--as-llama) dropped with the reason.
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, &m, &err));
+  EXPECT_NE(err.find("yarn"), std::string::npos) << err;
+  EXPECT_NE(err.find("--as-llama"), std::string::npos) << err;
+  ASSERT_TRUE(conv::synthetic_from_hf_config(write(j), 1, o, &m, &err)) << err;
+  ASSERT_EQ(ig.size(), 1u);
+  EXPECT_NE(ig[0].find("yarn"), std::string::npos) << ig[0];
+  expect_llama_tensors(m);
   j["rope_scaling"] = {{"rope_type", "default"}};
   EXPECT_TRUE(conv::synthetic_from_hf_config(write(j), 1, &m, &err)) << err;
+  EXPECT_EQ(m.arch.rope_scaling, fb::RopeScaling::None);
 }
 
 TEST_F(SyntheticConfig, BadConfigs) {
@@ -263,6 +376,17 @@ TEST_F(SyntheticConfig, BadConfigs) {
   j["model_type"] = "mamba";
   EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, &m, &err));
   EXPECT_NE(err.find("mamba"), std::string::npos) << err;
+  EXPECT_NE(err.find("--as-llama"), std::string::npos) << err;
+  {
+    conv::SyntheticOptions o;
+    o.as_llama = true;
+    std::string name;
+    o.name = &name;
+    EXPECT_TRUE(conv::synthetic_from_hf_config(write(j), 1, o, &m, &err)) << err;
+    EXPECT_NE(name.find("(as llama)"), std::string::npos) << name;
+    j.erase("num_attention_heads");  // but the dimensions must be there
+    EXPECT_FALSE(conv::synthetic_from_hf_config(write(j), 1, o, &m, &err));
+  }
   EXPECT_FALSE(conv::synthetic_from_hf_config("/nonexistent/config.json", 1, &m, &err));
   const std::string dir = ringlm_test::temp_dir();
   std::ofstream(dir + "/config.json") << "{ not json";
@@ -653,27 +777,28 @@ TEST(BenchCli, HelpAndUsageErrors) {
   EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic nope 2>/dev/null", &out), 1);
 }
 
-TEST(BenchCli, NonLlamaNeedsAsLlama) {
-  // A small Qwen2-style config (the real shapes are covered by SharedConfigsGiveTheirShapes).
+TEST(BenchCli, FamiliesAndAsLlama) {
+  // A small Qwen2-style config (the real shapes are covered by the Synthetic tests).
   const std::string dir = ringlm_test::temp_dir();
-  const json cfg = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"},
-                    {"hidden_size", 128},        {"num_hidden_layers", 2},
-                    {"num_attention_heads", 4},  {"num_key_value_heads", 2},
-                    {"intermediate_size", 256},  {"vocab_size", 1000},
-                    {"tie_word_embeddings", true}, {"sliding_window", 4096},
-                    {"use_sliding_window", false}};
+  json cfg = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"},
+              {"hidden_size", 128},        {"num_hidden_layers", 2},
+              {"num_attention_heads", 4},  {"num_key_value_heads", 2},
+              {"intermediate_size", 256},  {"vocab_size", 1000},
+              {"tie_word_embeddings", true}, {"sliding_window", 4096},
+              {"use_sliding_window", false}};
   std::ofstream(dir + "/config.json") << cfg.dump();
   const std::string b = ringlm_test::ringlm_bin();
-  std::string out;
-  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic " + dir + "/config.json -p 4 -n 2 -r 1 2>" +
-                                         dir + "/err.txt",
+  std::string out, err;
+  // Its own family.
+  ASSERT_EQ(ringlm_test::run_command(b + " bench --synthetic " + dir +
+                                         "/config.json -p 4 -n 2 -r 1 --bw-mib 0 2>" + dir +
+                                         "/err.txt",
                                      &out),
-            1);
-  std::string err;
-  ASSERT_TRUE(ringlm_test::read_file(dir + "/err.txt", &err));
-  EXPECT_NE(err.find("--as-llama"), std::string::npos) << err;
-  EXPECT_NE(err.find("Qwen2"), std::string::npos) << err;
-  // With --as-llama (the directory works as SPEC too): runs, and says what it ignored.
+            0)
+      << out;
+  ASSERT_NO_FATAL_FAILURE(expect_bench_rows(out, {"pp4", "tg2"}, "synth "));
+  EXPECT_EQ(out.find("(as llama)"), std::string::npos) << out;
+  // --as-llama (the directory works as SPEC too): runs, and says what it dropped.
   ASSERT_EQ(ringlm_test::run_command(b + " bench --synthetic " + dir +
                                          " --as-llama -p 4 -n 2 -r 1 --bw-mib 0 2>" + dir +
                                          "/err2.txt",
@@ -684,6 +809,17 @@ TEST(BenchCli, NonLlamaNeedsAsLlama) {
   EXPECT_NE(err.find("--as-llama: ignoring"), std::string::npos) << err;
   EXPECT_NE(err.find("bias"), std::string::npos) << err;
   ASSERT_NO_FATAL_FAILURE(expect_bench_rows(out, {"pp4", "tg2"}, "(as llama)"));
+  // A config no family reader takes: refused, naming the way out.
+  cfg["model_type"] = "mamba";
+  cfg["architectures"] = {"MambaForCausalLM"};
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic " + dir + " -p 4 -n 2 -r 1 2>" + dir +
+                                         "/err3.txt",
+                                     &out),
+            1);
+  ASSERT_TRUE(ringlm_test::read_file(dir + "/err3.txt", &err));
+  EXPECT_NE(err.find("--as-llama"), std::string::npos) << err;
+  EXPECT_NE(err.find("mamba"), std::string::npos) << err;
 }
 
 }  // namespace

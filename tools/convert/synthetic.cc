@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "convert/families.h"
 #include "convert/file_io.h"
 #include "fp16.h"
 #include "model.h"
@@ -166,79 +167,119 @@ bool get_float(const json& cfg, const char* key, float* out, std::string* err) {
   return true;
 }
 
-bool truthy(const json& cfg, const char* key) {
-  return cfg.contains(key) && cfg[key].is_boolean() && cfg[key].get<bool>();
-}
-
-bool non_null(const json& cfg, const char* key) {
-  return cfg.contains(key) && !cfg[key].is_null() && !(cfg[key].is_boolean() && !cfg[key].get<bool>());
-}
-
-// model_type (or, without one, the first architectures entry) -> family.
-struct FamilyInfo {
-  fb::Family family = fb::Family::Llama;
-  bool known = false;
-  std::string name;  // model_type as given, for messages
-};
-
-FamilyInfo family_of(const json& cfg) {
-  FamilyInfo f;
-  std::string mt = cfg.contains("model_type") && cfg["model_type"].is_string()
-                       ? lower(cfg["model_type"].get<std::string>())
-                       : std::string();
-  if (mt.empty() && cfg.contains("architectures") && cfg["architectures"].is_array() &&
-      !cfg["architectures"].empty() && cfg["architectures"][0].is_string()) {
-    static const std::pair<const char*, const char*> by_arch[] = {
-        {"LlamaForCausalLM", "llama"},       {"MistralForCausalLM", "mistral"},
-        {"Qwen2ForCausalLM", "qwen2"},       {"Qwen3ForCausalLM", "qwen3"},
-        {"Gemma2ForCausalLM", "gemma2"},     {"Gemma3ForCausalLM", "gemma3_text"},
-        {"Phi3ForCausalLM", "phi3"}};
-    const std::string a = cfg["architectures"][0].get<std::string>();
-    for (const auto& e : by_arch)
-      if (a == e.first) mt = e.second;
-    if (mt.empty()) mt = a;
+// The dimensions alone, for --as-llama on a config the family reader refuses (unknown
+// model_type, MoE, partial rotary, ...): a Llama model of the same size.
+bool lenient_llama_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
+  ModelData::Arch a;
+  a.family = fb::Family::Llama;
+  a.rope_style = fb::RopeStyle::Neox;
+  a.activation = fb::Activation::SiLU;
+  a.max_context = 2048;
+  a.norm_eps = 1e-6f;
+  a.rope_theta = 10000.0f;
+  if (!get_u32(cfg, "hidden_size", true, &a.dim, err) ||
+      !get_u32(cfg, "num_hidden_layers", true, &a.n_layers, err) ||
+      !get_u32(cfg, "num_attention_heads", true, &a.n_heads, err) ||
+      !get_u32(cfg, "intermediate_size", true, &a.ffn_dim, err) ||
+      !get_u32(cfg, "vocab_size", true, &a.vocab_size, err) ||
+      !get_u32(cfg, "max_position_embeddings", false, &a.max_context, err) ||
+      !get_float(cfg, "rope_theta", &a.rope_theta, err) ||
+      !get_float(cfg, "rms_norm_eps", &a.norm_eps, err))
+    return false;
+  if (a.n_heads == 0) {
+    *err = "num_attention_heads is 0";
+    return false;
   }
-  f.name = mt.empty() ? std::string("(none)") : mt;
-  static const std::pair<const char*, fb::Family> table[] = {
-      {"llama", fb::Family::Llama},  {"mistral", fb::Family::Llama},
-      {"qwen2", fb::Family::Qwen2},  {"qwen3", fb::Family::Qwen3},
-      {"gemma2", fb::Family::Gemma2}, {"gemma3", fb::Family::Gemma3},
-      {"gemma3_text", fb::Family::Gemma3}, {"phi3", fb::Family::Phi3}};
-  for (const auto& e : table) {
-    if (mt == e.first) {
-      f.family = e.second;
-      f.known = true;
-    }
+  a.n_kv_heads = a.n_heads;
+  if (!get_u32(cfg, "num_key_value_heads", false, &a.n_kv_heads, err)) return false;
+  if (cfg.contains("head_dim") && !cfg["head_dim"].is_null()) {
+    if (!get_u32(cfg, "head_dim", true, &a.head_dim, err)) return false;
+  } else if (a.dim % a.n_heads != 0) {
+    *err = "hidden_size " + std::to_string(a.dim) +
+           " is not a multiple of num_attention_heads and head_dim is not given";
+    return false;
+  } else {
+    a.head_dim = a.dim / a.n_heads;
   }
-  return f;
+  if (cfg.contains("tie_word_embeddings") && cfg["tie_word_embeddings"].is_boolean())
+    a.tied_embeddings = cfg["tie_word_embeddings"].get<bool>();
+  *out = a;
+  return true;
 }
 
-bool add_tensors(const SyntheticShape& shape, uint32_t seed, bool direct, fb::DType target,
+// Turns `a` into its Llama-family equivalent (same dimensions), listing what is dropped.
+void to_llama(ModelData::Arch* a, std::vector<std::string>* dropped) {
+  const ModelData::Arch d;  // Llama defaults
+  if (a->family != fb::Family::Llama)
+    dropped->push_back(std::string("family ") + family_display_name(a->family));
+  if (a->activation != fb::Activation::SiLU) dropped->push_back("GeGLU (gelu) activation");
+  if (a->qkv_bias) dropped->push_back("q/k/v projection biases");
+  if (a->qk_norm) dropped->push_back("q/k RMSNorm (qk-norm)");
+  if (a->family == fb::Family::Gemma2 || a->family == fb::Family::Gemma3)
+    dropped->push_back("post-attention / post-FFN norms");
+  if (a->embedding_scale != d.embedding_scale) dropped->push_back("embedding scale");
+  if (a->query_pre_attn_scalar != d.query_pre_attn_scalar) dropped->push_back("query_pre_attn_scalar");
+  if (a->attn_logit_softcap != 0 || a->final_logit_softcap != 0)
+    dropped->push_back("logit soft-capping");
+  const size_t n_local = static_cast<size_t>(
+      std::count(a->layer_is_local.begin(), a->layer_is_local.end(), true));
+  if (a->sliding_window && n_local)
+    dropped->push_back("sliding-window attention (" + std::to_string(n_local) + " of " +
+                       std::to_string(a->n_layers) + " layers, window " +
+                       std::to_string(a->sliding_window) + ")");
+  if (a->rope_theta_local != 0) dropped->push_back("local-layer RoPE base");
+  if (a->rope_scaling != fb::RopeScaling::None)
+    dropped->push_back(std::string("rope_scaling ") + fb::EnumNameRopeScaling(a->rope_scaling));
+  ModelData::Arch l = d;
+  l.n_layers = a->n_layers;
+  l.dim = a->dim;
+  l.n_heads = a->n_heads;
+  l.n_kv_heads = a->n_kv_heads;
+  l.head_dim = a->head_dim;
+  l.ffn_dim = a->ffn_dim;
+  l.vocab_size = a->vocab_size;
+  l.max_context = a->max_context;
+  l.rope_theta = a->rope_theta;
+  l.rope_style = a->rope_style;
+  l.norm_eps = a->norm_eps;
+  l.tied_embeddings = a->tied_embeddings;
+  *a = l;
+}
+
+// Changes the layer count, keeping the per-layer local/global pattern (repeated when growing).
+void set_layers(ModelData::Arch* a, uint32_t n) {
+  if (!a->layer_is_local.empty()) {
+    std::vector<bool> local(n);
+    for (uint32_t l = 0; l < n; ++l) local[l] = a->layer_is_local[l % a->layer_is_local.size()];
+    a->layer_is_local = local;
+  }
+  a->n_layers = n;
+}
+
+void add_tensors(const SyntheticShape& shape, uint32_t seed, bool direct, fb::DType target,
                  ModelData* m) {
   const ModelData::Arch& a = shape.arch;
-  const uint64_t D = a.dim, V = a.vocab_size, F = a.ffn_dim;
-  const uint64_t q = static_cast<uint64_t>(a.n_heads) * a.head_dim;
-  const uint64_t kv = static_cast<uint64_t>(a.n_kv_heads) * a.head_dim;
   const float std = shape.weight_std;
   uint64_t index = 0;
-  auto add = [&](const std::string& name, TensorRole role, int32_t layer,
-                 std::vector<uint64_t> dims, bool norm) {
+  for (const TensorSpec& spec : family_tensor_specs(a)) {
+    if (!spec.required) continue;
     TensorData t;
-    t.name = name;
-    t.role = role;
-    t.layer = layer;
-    t.shape = dims;
+    t.name = hf_tensor_name(a.family, spec.role, spec.layer);
+    t.role = spec.role;
+    t.layer = spec.layer;
+    t.shape = spec.shape;
     const uint64_t key = (static_cast<uint64_t>(seed) << 32) ^ (index++ * 0xd1b54a32d192ed03ull);
-    const uint64_t n = dims.size() == 2 ? dims[0] * dims[1] : dims[0];
-    // Norm weights ~1 (a little spread, as trained ones have), matrices ~N(0, std).
-    const float mean = norm ? 1.0f : 0.0f, sd = norm ? 0.02f : std;
+    const uint64_t n = spec.shape.size() == 2 ? spec.shape[0] * spec.shape[1] : spec.shape[0];
+    // Norm weights ~1 (a little spread, as trained ones have; Gemma's are stored as 1 + w),
+    // matrices and biases ~N(0, std).
+    const float mean = spec.norm ? 1.0f : 0.0f, sd = spec.norm ? 0.02f : std;
     t.load_f32 = [key, n, mean, sd](std::vector<float>* out, std::string*) {
       fill_f32(key, mean, sd, static_cast<size_t>(n), out);
       return true;
     };
-    if (dims.size() == 2 && dims[1] % kQuantGroup == 0 && direct) {
+    if (spec.shape.size() == 2 && spec.shape[1] % kQuantGroup == 0 && direct) {
       // Generated straight into the target encoding: no float tensor, no quantization pass.
-      const uint64_t rows = dims[0], cols = dims[1];
+      const uint64_t rows = spec.shape[0], cols = spec.shape[1];
       t.has_raw = true;
       t.raw_type = target;
       t.load_raw = [key, sd, target, rows, cols](std::vector<uint8_t>* out, std::string*) {
@@ -247,24 +288,7 @@ bool add_tensors(const SyntheticShape& shape, uint32_t seed, bool direct, fb::DT
       };
     }
     m->tensors.push_back(std::move(t));
-  };
-  add("model.embed_tokens.weight", TensorRole::TokenEmbedding, -1, {V, D}, false);
-  for (uint32_t l = 0; l < a.n_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    const int32_t li = static_cast<int32_t>(l);
-    add(p + "input_layernorm.weight", TensorRole::AttnNorm, li, {D}, true);
-    add(p + "self_attn.q_proj.weight", TensorRole::Wq, li, {q, D}, false);
-    add(p + "self_attn.k_proj.weight", TensorRole::Wk, li, {kv, D}, false);
-    add(p + "self_attn.v_proj.weight", TensorRole::Wv, li, {kv, D}, false);
-    add(p + "self_attn.o_proj.weight", TensorRole::Wo, li, {D, q}, false);
-    add(p + "post_attention_layernorm.weight", TensorRole::FfnNorm, li, {D}, true);
-    add(p + "mlp.gate_proj.weight", TensorRole::FfnGate, li, {F, D}, false);
-    add(p + "mlp.down_proj.weight", TensorRole::FfnDown, li, {D, F}, false);
-    add(p + "mlp.up_proj.weight", TensorRole::FfnUp, li, {F, D}, false);
   }
-  add("model.norm.weight", TensorRole::OutputNorm, -1, {D}, true);
-  if (!a.tied_embeddings) add("lm_head.weight", TensorRole::Output, -1, {V, D}, false);
-  return true;
 }
 
 bool read_json(const std::string& path, json* out, std::string* err) {
@@ -363,113 +387,34 @@ bool synthetic_from_hf_config(const std::string& path_in, uint32_t seed,
     *err = "'" + path + "': " + what;
     return false;
   };
-
-  const FamilyInfo fam = family_of(cfg);
   SyntheticShape shape;
   {
     // Display name: the directory holding config.json, else the file name.
-    std::string dir = path;
-    const size_t slash = dir.find_last_of('/');
-    dir = slash == std::string::npos ? std::string() : dir.substr(0, slash);
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash);
     const size_t s2 = dir.find_last_of('/');
     shape.name = dir.empty() ? path : dir.substr(s2 == std::string::npos ? 0 : s2 + 1);
   }
-  ModelData::Arch& a = shape.arch;
-  a.family = fam.family;
-  a.rope_style = fb::RopeStyle::Neox;  // Hugging Face rotate_half (see hf.cc)
-  a.activation = fb::Activation::SiLU;
-  a.max_context = 2048;
-  a.rope_theta = 10000.0f;
-  a.norm_eps = 1e-6f;
-  const bool gemma = fam.family == fb::Family::Gemma2 || fam.family == fb::Family::Gemma3;
+  std::vector<std::string> dropped;
   std::string e;
-  if (!get_u32(cfg, "hidden_size", true, &a.dim, &e) ||
-      !get_u32(cfg, "num_hidden_layers", true, &a.n_layers, &e) ||
-      !get_u32(cfg, "num_attention_heads", true, &a.n_heads, &e) ||
-      !get_u32(cfg, "intermediate_size", true, &a.ffn_dim, &e) ||
-      !get_u32(cfg, "vocab_size", true, &a.vocab_size, &e) ||
-      !get_u32(cfg, "max_position_embeddings", false, &a.max_context, &e) ||
-      !get_float(cfg, "rope_theta", &a.rope_theta, &e) ||
-      !get_float(cfg, "rms_norm_eps", &a.norm_eps, &e))
-    return fail(e);
-  if (a.n_heads == 0) return fail("num_attention_heads is 0");
-  a.n_kv_heads = a.n_heads;
-  if (!get_u32(cfg, "num_key_value_heads", false, &a.n_kv_heads, &e)) return fail(e);
-  if (!cfg.contains("head_dim") || cfg["head_dim"].is_null()) {
-    if (a.dim % a.n_heads != 0)
-      return fail("hidden_size " + std::to_string(a.dim) +
-                  " is not a multiple of num_attention_heads and head_dim is not given");
-    a.head_dim = a.dim / a.n_heads;
-  } else if (!get_u32(cfg, "head_dim", true, &a.head_dim, &e)) {
-    return fail(e);
+  if (hf_config_arch(cfg, &shape.arch, &e)) {
+    if (opts.as_llama) to_llama(&shape.arch, &dropped);
+  } else {
+    // A config the family reader refuses: only its Llama-shaped equivalent can be built.
+    if (!opts.as_llama)
+      return fail(e + " (--as-llama builds a Llama model of the same dimensions)");
+    std::string le;
+    if (!lenient_llama_arch(cfg, &shape.arch, &le)) return fail(le);
+    dropped.push_back(e);
   }
-  // Hugging Face defaults: Gemma ties the embeddings, Llama / Qwen / Phi-3 configs do not.
-  a.tied_embeddings = gemma;
-  if (cfg.contains("tie_word_embeddings") && cfg["tie_word_embeddings"].is_boolean())
-    a.tied_embeddings = cfg["tie_word_embeddings"].get<bool>();
-  std::string act = "silu";
-  for (const char* key : {"hidden_act", "hidden_activation"})
-    if (cfg.contains(key) && cfg[key].is_string()) act = lower(cfg[key].get<std::string>());
-  if (act == "silu" || act == "swish") a.activation = fb::Activation::SiLU;
-  else if (act.compare(0, 4, "gelu") == 0) a.activation = fb::Activation::GeluTanh;
-  else return fail("hidden_act '" + act + "' is not supported");
+  if (!dropped.empty()) shape.name += " (as llama)";
+  if (opts.ignored) *opts.ignored = dropped;
   if (opts.weight_std > 0) shape.weight_std = opts.weight_std;
   else if (cfg.contains("initializer_range") && cfg["initializer_range"].is_number() &&
            cfg["initializer_range"].get<float>() > 0)
     shape.weight_std = cfg["initializer_range"].get<float>();
-
-  // What the Llama forward pass of this runtime does not do.
-  std::vector<std::string> missing;
-  if (!fam.known) missing.push_back("model_type '" + fam.name + "' (unknown family)");
-  else if (fam.family != fb::Family::Llama)
-    missing.push_back(std::string("family ") + fb::EnumNameFamily(fam.family));
-  if (a.activation != fb::Activation::SiLU) missing.push_back("activation '" + act + "'");
-  if (fam.family == fb::Family::Qwen2 || truthy(cfg, "attention_bias"))
-    missing.push_back("q/k/v projection biases");
-  if (truthy(cfg, "mlp_bias")) missing.push_back("MLP biases");
-  if (fam.family == fb::Family::Qwen3) missing.push_back("q/k RMSNorm (qk-norm)");
-  if (gemma) {
-    missing.push_back("Gemma RMSNorm (1 + w) and sqrt(dim) embedding scale");
-    missing.push_back("post-attention / post-FFN norms");
-  }
-  if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
-    const json& rs = cfg["rope_scaling"];
-    std::string kind = "?";
-    if (rs.contains("rope_type") && rs["rope_type"].is_string()) kind = rs["rope_type"];
-    else if (rs.contains("type") && rs["type"].is_string()) kind = rs["type"];
-    const bool identity = kind == "default" ||
-                          (kind == "linear" && rs.contains("factor") && rs["factor"].is_number() &&
-                           rs["factor"].get<double>() == 1.0);
-    if (!identity) missing.push_back("rope_scaling '" + kind + "'");
-  }
-  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
-    if (cfg.contains(key) && cfg[key].is_number() && cfg[key].get<double>() != 0)
-      missing.push_back(key);
-  const bool sliding_used =
-      gemma || (non_null(cfg, "sliding_window") && !(cfg.contains("use_sliding_window") &&
-                                                    cfg["use_sliding_window"].is_boolean() &&
-                                                    !cfg["use_sliding_window"].get<bool>()));
-  if (sliding_used) missing.push_back("sliding-window attention");
-  if (cfg.contains("partial_rotary_factor") && cfg["partial_rotary_factor"].is_number() &&
-      cfg["partial_rotary_factor"].get<double>() != 1.0)
-    missing.push_back("partial rotary embedding");
-
-  if (!missing.empty()) {
-    std::string list;
-    for (const std::string& s : missing) list += (list.empty() ? "" : ", ") + s;
-    if (!opts.as_llama)
-      return fail("model_type '" + fam.name + "' needs what this runtime does not run yet (" +
-                  list + "); use --as-llama for a Llama model of the same shape");
-    if (opts.ignored) *opts.ignored = missing;
-    a.family = fb::Family::Llama;
-    a.activation = fb::Activation::SiLU;
-    shape.name += " (as llama)";
-  }
-  if (opts.n_layers_override) a.n_layers = opts.n_layers_override;
-  if (!synthetic_from_shape(shape, seed, opts, out, err)) {
-    *err = "'" + path + "': " + *err;
-    return false;
-  }
+  if (opts.n_layers_override) set_layers(&shape.arch, opts.n_layers_override);
+  if (!synthetic_from_shape(shape, seed, opts, out, err)) return fail(*err);
   if (opts.name) *opts.name = shape.name;
   return true;
 }
@@ -503,7 +448,7 @@ bool synthetic_builtin(const std::string& name, uint32_t seed, const SyntheticOp
     return false;
   }
   if (opts.weight_std > 0) s.weight_std = opts.weight_std;
-  if (opts.n_layers_override) s.arch.n_layers = opts.n_layers_override;
+  if (opts.n_layers_override) set_layers(&s.arch, opts.n_layers_override);
   if (!synthetic_from_shape(s, seed, opts, out, err)) return false;
   if (opts.name) *opts.name = s.name;
   return true;

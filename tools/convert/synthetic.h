@@ -18,10 +18,12 @@ namespace ringlm {
 namespace conv {
 
 struct SyntheticOptions {
-  // Families the runtime does not run yet (Qwen2/3, Gemma, Phi-3, rope scaling, biases, qk-norm,
-  // non-SiLU activations): false = fail with a message naming what is missing; true = build the
-  // Llama-shaped equivalent (same dims, Llama family, SiLU, no biases / qk-norm / rope scaling)
-  // and list every dropped feature in *ignored.
+  // false: the config's own family (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, with
+  // their biases, qk-norm, Gemma norms / soft-caps / sliding-window layers, rope scaling: what
+  // the converter's family reader derives from it); configs it refuses fail.
+  // true: the Llama-family equivalent of the same dimensions (no biases / qk-norm / Gemma extras /
+  // sliding windows / rope scaling), also for configs the family reader refuses as long as the
+  // dimensions are there; every dropped feature (or the refusal) is listed in *ignored.
   bool as_llama = false;
   // Non-zero: use this many layers instead of the config's (tests, quick runs).
   uint32_t n_layers_override = 0;
@@ -40,12 +42,14 @@ struct SyntheticOptions {
   std::string* name = nullptr;
 };
 
-// Builds a random-weight model of the shape `config_json_path` describes (hidden_size,
-// num_hidden_layers, num_attention_heads, num_key_value_heads (default: heads), head_dim
-// (default: hidden / heads), intermediate_size, vocab_size, max_position_embeddings, rope_theta,
-// rms_norm_eps, tie_word_embeddings, hidden_act, model_type / architectures -> family). Tensors
-// load lazily (each load_f32 regenerates its values from (seed, tensor index, element index)).
-// Fails for families the runtime does not run unless opts.as_llama.
+// Builds a random-weight model of the shape `config_json_path` (or the directory holding it)
+// describes: every architecture field the config gives, as families.h's hf_config_arch reads it
+// (hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads (default: heads),
+// head_dim (default: hidden / heads or the family's), intermediate_size, vocab_size,
+// max_position_embeddings, rope_theta, rms_norm_eps, tie_word_embeddings, activation,
+// model_type / architectures -> family and the family's extras), and the family's tensors
+// (families.h family_tensor_specs). Tensors load lazily (each load regenerates its values from
+// (seed, tensor index, element index)).
 bool synthetic_from_hf_config(const std::string& config_json_path, uint32_t seed, ModelData* out,
                               std::string* err);
 bool synthetic_from_hf_config(const std::string& config_json_path, uint32_t seed,
