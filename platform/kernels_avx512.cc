@@ -240,12 +240,63 @@ struct Q4Quad : QuantMat {
   }
 };
 
+// Q8 decode, one row at a time. From DRAM a single sequential stream (row after row) is read
+// faster than four rows walked side by side (measured: ~85-89% vs ~70% of a read loop), so the
+// per-token work the 4-row tile shares between rows is hoisted out instead: the int32 offset
+// corrections -128 sum(x) of every group pair are computed once per call into a bounded stack
+// array (16 KiB: cols <= 16384; wider rows take the 4-row tile).
+constexpr uint32_t kMaxDecodePairs = 256;
+
+bool q8_decode_rows(const QuantMat& m, uint32_t r0, uint32_t r1) {
+  const uint32_t groups = m.groups;
+  const uint32_t pairs = (groups + 1) / 2;
+  if (pairs > kMaxDecodePairs) return false;
+  __m512i negc[kMaxDecodePairs];
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (uint32_t k = 0; k < pairs; ++k) {
+    const int8_t* xp = m.X + static_cast<size_t>(k) * 64;
+    const __m512i xv = 2 * k + 1 == groups ? _mm512_maskz_loadu_epi8(0xffffffffull, xp)
+                                           : _mm512_loadu_si512(xp);
+    negc[k] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xv));
+  }
+  for (uint32_t r = r0; r < r1; ++r) {
+    const uint8_t* row = m.W + static_cast<size_t>(r) * m.w_row_bytes;
+    const uint16_t* ws_row = m.WS + static_cast<size_t>(r) * groups;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (uint32_t gb = 0; gb < groups; gb += 8) {
+      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
+      const __mmask8 bm = static_cast<__mmask8>((1u << nb) - 1);
+      const __m256 xs = nb == 8 ? _mm256_loadu_ps(m.XS + gb) : _mm256_maskz_loadu_ps(bm, m.XS + gb);
+      const __m128i h = nb == 8 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(ws_row + gb))
+                                : _mm_maskz_loadu_epi16(bm, ws_row + gb);
+      const __m512 sc = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(h), xs));
+      for (uint32_t k = 0; 2 * k < nb; ++k) {
+        const size_t g = gb + 2 * k;
+        const uint8_t* p = row + g * 32;
+        prefetch(p + kPrefetchBytes);
+        const bool half = 2 * k + 1 == nb;
+        const __m512i wv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, p) : _mm512_loadu_si512(p);
+        const int8_t* xp = m.X + g * 32;
+        const __m512i xv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, xp) : _mm512_loadu_si512(xp);
+        const __m512i d = _mm512_dpbusd_epi32(negc[g / 2], _mm512_xor_si512(wv, offset), xv);
+        const __m512 s = _mm512_permutexvar_ps(pair_index(k), sc);
+        if (k & 1) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc1);
+        else acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc0);
+      }
+    }
+    m.Y[r] = hsum512(_mm512_add_ps(acc0, acc1));
+  }
+  return true;
+}
+
 }  // namespace
 
 void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
   VnniMat<false> m;
   static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride);
+  if (n == 1 && q8_decode_rows(m, r0, r1)) return;
   drive<4, 4, 4>(m, n, r0, r1);
 }
 
@@ -253,7 +304,7 @@ void matmul_q4_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
                       uint32_t r1) {
   Q4Quad m;
   static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride / 2);
-  drive<4, 4, 4>(m, n, r0, r1);
+  drive<8, 4, 4>(m, n, r0, r1);
 }
 
 namespace {
