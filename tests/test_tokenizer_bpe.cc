@@ -938,6 +938,39 @@ TEST(Cli, TokenizeLlama2TokenizerBin) {
   EXPECT_EQ(out, "Hello world");
 }
 
+TEST(Cli, TokenizeWithModelFile) {
+  const std::string ckpt = ringlm_test::shared_path("models/stories260K/stories260K.bin");
+  const std::string tok = ringlm_test::shared_path("models/stories260K/tok512.bin");
+  if (ckpt.empty() || tok.empty()) GTEST_SKIP() << "../shared/models/stories260K not available";
+  const std::string bin = ringlm_test::ringlm_bin();
+  const std::string model = ringlm_test::temp_dir() + "/stories260K.rlm";
+  std::string out;
+  ASSERT_EQ(ringlm_test::run_command(bin + " convert " + shq(ckpt) + " --tokenizer " + shq(tok) +
+                                         " -q -o " + shq(model),
+                                     &out),
+            0);
+  const std::string text = "Once upon a time, Lily saw a big cat.";
+  std::string by_model, by_vocab, by_model_as_vocab;
+  ASSERT_EQ(ringlm_test::run_command(bin + " tokenize --bos -m " + shq(model) + " " + shq(text),
+                                     &by_model),
+            0);
+  ASSERT_EQ(ringlm_test::run_command(bin + " tokenize --bos --vocab " + shq(tok) + " " + shq(text),
+                                     &by_vocab),
+            0);
+  ASSERT_EQ(ringlm_test::run_command(
+                bin + " tokenize --bos --vocab " + shq(model) + " " + shq(text), &by_model_as_vocab),
+            0);
+  EXPECT_EQ(by_model, by_vocab);
+  EXPECT_EQ(by_model, by_model_as_vocab);
+  const std::vector<int32_t> ids = parse_ids(by_model);
+  ASSERT_GT(ids.size(), 3u);
+  EXPECT_EQ(ids[0], 1);  // BOS
+  ASSERT_EQ(ringlm_test::run_command(bin + " detokenize -m " + shq(model) + " " + shq(by_model),
+                                     &out),
+            0);
+  EXPECT_EQ(out, text);
+}
+
 TEST(Cli, UsageAndFailures) {
   const std::string bin = ringlm_test::ringlm_bin();
   std::string out;
