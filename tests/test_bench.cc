@@ -661,7 +661,7 @@ void expect_bench_rows(const std::string& out, const std::vector<std::string>& t
         << r.cells[1];
     EXPECT_GT(atof(r.cells[1].c_str()), 0.0) << r.cells[1];
     EXPECT_GT(atof(r.cells[2].c_str()), 0.0) << r.cells[2];
-    EXPECT_EQ(r.cells[3], "CPU");
+    EXPECT_EQ(r.cells[3].compare(0, 4, "CPU/"), 0) << r.cells[3];  // CPU/<kernel table>
     EXPECT_EQ(r.cells[4], "1");
     EXPECT_EQ(r.cells[5], tests[i]);
     double mean = 0, sd = -1;
@@ -683,9 +683,11 @@ TEST(BenchCli, SyntheticSmolLM2Q4) {
   EXPECT_NE(rows[0].cells[0].find("2L"), std::string::npos) << rows[0].cells[0];
   // The lines below the table.
   double gbs = 0;
-  const size_t d = out.find("decode, 1 thread: ");
+  const size_t d = out.find("decode (CPU/");
   ASSERT_NE(d, std::string::npos) << out;
-  EXPECT_EQ(sscanf(out.c_str() + d, "decode, 1 thread: %lf GB/s", &gbs), 1);
+  const size_t colon = out.find(", 1 thread): ", d);
+  ASSERT_NE(colon, std::string::npos) << out;
+  EXPECT_EQ(sscanf(out.c_str() + colon, ", 1 thread): %lf GB/s", &gbs), 1);
   EXPECT_GT(gbs, 0.0);
   EXPECT_NE(out.find("of triad"), std::string::npos) << out;
   EXPECT_NE(out.find("memory bandwidth (8 MiB buffers"), std::string::npos) << out;
@@ -731,6 +733,39 @@ TEST(BenchCli, ModelFileAndThreadList) {
   EXPECT_EQ(out.find("memory bandwidth"), std::string::npos) << out;  // --bw-mib 0
 }
 
+TEST(BenchCli, KernelTables) {
+  ringlm_test::RandomModelShape shape;
+  AlignedBuffer buf;
+  std::string err;
+  ASSERT_TRUE(ringlm_test::random_model(shape, fb::DType::Q4, &buf, &err)) << err;
+  const std::string path = ringlm_test::temp_dir() + "/tiny4.rlm";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  }
+  std::string out;
+  const std::string cmd = ringlm_test::ringlm_bin() + " bench -m " + path +
+                          " -p 8 -n 4 -r 1 -k auto,ref,no-such-table --bw-mib 0 2>/dev/null";
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  const std::vector<TableRow> rows = table_rows(out);
+  ASSERT_EQ(rows.size(), 6u) << out;
+  // auto: resolved to a real table name.
+  EXPECT_EQ(rows[0].cells[3].compare(0, 4, "CPU/"), 0);
+  EXPECT_NE(rows[0].cells[3], "CPU/auto");
+  EXPECT_EQ(rows[0].cells[3], rows[1].cells[3]);
+  EXPECT_EQ(rows[2].cells[3], "CPU/ref");
+  EXPECT_EQ(rows[3].cells[3], "CPU/ref");
+  double mean = 0, sd = 0;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(parse_tps(rows[i].cells[6], &mean, &sd)) << rows[i].cells[6];
+    EXPECT_GT(mean, 0.0);
+  }
+  EXPECT_EQ(rows[4].cells[3], "CPU/no-such-table");
+  EXPECT_EQ(rows[4].cells[6], "unsupported");
+  EXPECT_EQ(rows[5].cells[6], "unsupported");
+  EXPECT_NE(out.find("decode (CPU/ref, 1 thread): "), std::string::npos) << out;
+}
+
 TEST(BenchCli, OnlyOneTest) {
   ringlm_test::RandomModelShape shape;
   AlignedBuffer buf;
@@ -756,7 +791,8 @@ TEST(BenchCli, HelpAndUsageErrors) {
   std::string out;
   ASSERT_EQ(ringlm_test::run_command(b + " bench --help", &out), 0);
   for (const char* opt : {"--model", "--synthetic", "--quant", "--as-llama", "--seed", "--layers",
-                          "--n-prompt", "--n-gen", "--threads", "--repetitions", "--batch", "--kv",
+                          "--n-prompt", "--n-gen", "--threads", "--kernels", "--repetitions",
+                          "--batch", "--kv",
                           "--bw-mib", "smollm2-135m", "unsupported"})
     EXPECT_NE(out.find(opt), std::string::npos) << opt;
   EXPECT_EQ(ringlm_test::run_command(b + " --help", &out), 0);

@@ -63,6 +63,11 @@ const char kUsage[] =
     "  -n, --n-gen N           decode test length (default 128; 0 = no tg test)\n"
     "  -t, --threads LIST      thread counts, comma-separated (default 1); one row per count.\n"
     "                          A count the runtime refuses is reported as \"unsupported\".\n"
+    "  -k, --kernels LIST      kernel tables, comma-separated (default auto): auto = the runtime's\n"
+    "                          choice for this CPU (the backend column names the table it\n"
+    "                          resolves to), or force ref, avx2, avx512, neon, dotprod, i8mm,\n"
+    "                          armv7; one row per table, \"unsupported\" where this CPU or build\n"
+    "                          lacks it\n"
     "  -r, --repetitions N     timed repetitions per test (default 5)\n"
     "  -b, --batch N           prefill tokens per forward pass (n_batch; default min(p, 512))\n"
     "      --kv f32|f16        KV cache precision (default f32)\n"
@@ -85,6 +90,21 @@ bool parse_u32(const char* s, uint32_t* out) {
   if (!*s || *end || errno || v > 0xffffffffUL || s[0] == '-') return false;
   *out = static_cast<uint32_t>(v);
   return true;
+}
+
+bool parse_name_list(const char* s, std::vector<std::string>* out) {
+  std::string item;
+  for (const char* p = s;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (item.empty()) return false;
+      out->push_back(item);
+      item.clear();
+      if (!*p) break;
+    } else {
+      item += *p;
+    }
+  }
+  return !out->empty();
 }
 
 bool parse_u32_list(const char* s, std::vector<uint32_t>* out) {
@@ -253,6 +273,25 @@ struct SessionMemory {
 // Weights below this are likely cache-resident during decode (a typical per-cluster L3).
 constexpr uint64_t kCacheSized = 32ull << 20;
 
+// The table a NULL rlm_session_config.kernels resolves to: the C ABI does not report it, so try
+// the documented tables fastest first (as the runtime ranks them) and take the first this CPU and
+// build run. "" if none initialises.
+std::string resolve_auto_kernels(const rlm_model* model, rlm_session_config cfg) {
+  static const char* const kOrder[] = {"avx512", "avx2", "i8mm", "dotprod", "neon", "armv7", "ref"};
+  cfg.n_threads = 1;
+  for (const char* name : kOrder) {
+    cfg.kernels = name;
+    size_t need = 0, align = 0;
+    if (rlm_session_memory(model, &cfg, &need, &align) != RLM_OK) continue;
+    SessionMemory sm;
+    sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
+    if (!sm.mem) return "";
+    if (rlm_session_init(model, &cfg, sm.mem, need, &sm.s) == RLM_OK) return name;
+    sm.s = nullptr;
+  }
+  return "";
+}
+
 struct Stat {
   double mean = 0, sd = 0;
 };
@@ -364,6 +403,7 @@ int cmd_bench(int argc, char** argv) {
   bool quant_given = false, as_llama = false;
   uint32_t seed = 1, layers = 0, n_prompt = 128, n_gen = 128, reps = 5, batch = 0, bw_mib = 256;
   std::vector<uint32_t> threads;
+  std::vector<std::string> kernels;
   rlm_kv_dtype kv = RLM_KV_F32;
 
   for (int i = 1; i < argc; ++i) {
@@ -408,6 +448,9 @@ int cmd_bench(int argc, char** argv) {
     } else if (a == "-t" || a == "--threads") {
       if (!need()) return 2;
       ok = parse_u32_list(v, &threads);
+    } else if (a == "-k" || a == "--kernels") {
+      if (!need()) return 2;
+      ok = parse_name_list(v, &kernels);
     } else if (a == "-r" || a == "--repetitions") {
       if (!need()) return 2;
       ok = parse_u32(v, &reps) && reps > 0;
@@ -445,6 +488,7 @@ int cmd_bench(int argc, char** argv) {
     return 2;
   }
   if (threads.empty()) threads.push_back(1);
+  if (kernels.empty()) kernels.push_back("auto");
 
   // ---- model ----
   ModelBytes bytes;
@@ -521,88 +565,99 @@ int cmd_bench(int argc, char** argv) {
   printf("| model | size | params | backend | threads | test | t/s |\n");
   printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
   fflush(stdout);
-  struct ThreadResult {
+  struct RunResult {
+    std::string backend;
     uint32_t threads;
     bool supported;
     double tg_tps;
     size_t session_bytes;
   };
-  std::vector<ThreadResult> results;
-  // The C ABI does not say which kernel table a session runs (scalar reference today).
-  const std::string backend = "CPU";
+  std::vector<RunResult> results;
   const std::string pp_name = "pp" + std::to_string(n_prompt);
   const std::string tg_name = "tg" + std::to_string(n_gen);
-  for (uint32_t nt : threads) {
-    cfg.n_threads = nt;
-    ThreadResult tr{nt, false, 0.0, 0};
-    size_t need = 0, align = 0;
-    SessionMemory sm;
-    st = rlm_session_memory(&model, &cfg, &need, &align);
-    if (st == RLM_OK) {
-      sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
-      if (!sm.mem) {
-        fprintf(stderr, "ringlm bench: cannot allocate %zu bytes of session memory\n", need);
+  std::string auto_name;  // resolved once, when "auto" is asked for
+  for (const std::string& kname : kernels) {
+    const bool is_auto = kname == "auto";
+    if (is_auto && auto_name.empty()) {
+      auto_name = resolve_auto_kernels(&model, cfg);
+      if (auto_name.empty()) auto_name = "auto";
+    }
+    cfg.kernels = is_auto ? nullptr : kname.c_str();
+    const std::string backend = "CPU/" + (is_auto ? auto_name : kname);
+    for (uint32_t nt : threads) {
+      cfg.n_threads = nt;
+      RunResult rr{backend, nt, false, 0.0, 0};
+      size_t need = 0, align = 0;
+      SessionMemory sm;
+      st = rlm_session_memory(&model, &cfg, &need, &align);
+      if (st == RLM_OK) {
+        sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
+        if (!sm.mem) {
+          fprintf(stderr, "ringlm bench: cannot allocate %zu bytes of session memory\n", need);
+          return 1;
+        }
+        st = rlm_session_init(&model, &cfg, sm.mem, need, &sm.s);
+      }
+      if (st != RLM_OK) sm.s = nullptr;
+      rlm_session* const s = sm.s;
+      if (st != RLM_OK) {
+        fprintf(stderr, "ringlm bench: %s, %u thread(s): session: %s\n", backend.c_str(), nt,
+                rlm_status_string(st));
+        for (const std::string* t : {&pp_name, &tg_name}) {
+          if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
+          Row row;
+          row.threads = nt;
+          row.test = *t;
+          print_row(label, size_s, params_s, backend, row);
+        }
+        results.push_back(rr);
+        continue;
+      }
+      rr.supported = true;
+      rr.session_bytes = need;
+      if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
+        fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
         return 1;
       }
-      st = rlm_session_init(&model, &cfg, sm.mem, need, &sm.s);
-    }
-    if (st != RLM_OK) sm.s = nullptr;
-    rlm_session* const s = sm.s;
-    if (st != RLM_OK) {
-      fprintf(stderr, "ringlm bench: %u thread(s): session: %s\n", nt, rlm_status_string(st));
-      for (const std::string* t : {&pp_name, &tg_name}) {
-        if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
-        Row row;
-        row.threads = nt;
-        row.test = *t;
+      Runner run;
+      run.s = s;
+      run.vocab = info.vocab_size;
+      run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
+      double secs = 0;
+      // Warm-up (untimed): faults the weights in and settles clocks.
+      fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
+      if ((n_prompt && !run.pp(n_prompt, &secs)) ||
+          (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
+        fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
+        return 1;
+      }
+      if (n_prompt) {
+        std::vector<double> v;
+        for (uint32_t r = 0; r < reps; ++r) {
+          if (!run.pp(n_prompt, &secs)) {
+            fprintf(stderr, "ringlm bench: %s: %s\n", pp_name.c_str(), run.error.c_str());
+            return 1;
+          }
+          v.push_back(n_prompt / secs);
+        }
+        Row row{nt, pp_name, true, stats_of(v)};
         print_row(label, size_s, params_s, backend, row);
       }
-      results.push_back(tr);
-      continue;
-    }
-    tr.supported = true;
-    tr.session_bytes = need;
-    if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
-      fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
-      return 1;
-    }
-    Runner run;
-    run.s = s;
-    run.vocab = info.vocab_size;
-    run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
-    double secs = 0;
-    // Warm-up (untimed): faults the weights in and settles clocks.
-    fprintf(stderr, "ringlm bench: %u thread(s): warm-up...\n", nt);
-    if ((n_prompt && !run.pp(n_prompt, &secs)) || (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
-      fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
-      return 1;
-    }
-    if (n_prompt) {
-      std::vector<double> v;
-      for (uint32_t r = 0; r < reps; ++r) {
-        if (!run.pp(n_prompt, &secs)) {
-          fprintf(stderr, "ringlm bench: %s: %s\n", pp_name.c_str(), run.error.c_str());
-              return 1;
+      if (n_gen) {
+        std::vector<double> v;
+        for (uint32_t r = 0; r < reps; ++r) {
+          if (!run.tg(n_gen, &secs)) {
+            fprintf(stderr, "ringlm bench: %s: %s\n", tg_name.c_str(), run.error.c_str());
+            return 1;
+          }
+          v.push_back(n_gen / secs);
         }
-        v.push_back(n_prompt / secs);
+        Row row{nt, tg_name, true, stats_of(v)};
+        print_row(label, size_s, params_s, backend, row);
+        rr.tg_tps = row.tps.mean;
       }
-      Row row{nt, pp_name, true, stats_of(v)};
-      print_row(label, size_s, params_s, backend, row);
+      results.push_back(rr);
     }
-    if (n_gen) {
-      std::vector<double> v;
-      for (uint32_t r = 0; r < reps; ++r) {
-        if (!run.tg(n_gen, &secs)) {
-          fprintf(stderr, "ringlm bench: %s: %s\n", tg_name.c_str(), run.error.c_str());
-              return 1;
-        }
-        v.push_back(n_gen / secs);
-      }
-      Row row{nt, tg_name, true, stats_of(v)};
-      print_row(label, size_s, params_s, backend, row);
-      tr.tg_tps = row.tps.mean;
-    }
-    results.push_back(tr);
   }
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -612,7 +667,7 @@ int cmd_bench(int argc, char** argv) {
   std::vector<BandwidthResult> bw;
   if (bw_mib) {
     std::vector<uint32_t> counts = {1, 2};
-    for (const ThreadResult& r : results)
+    for (const RunResult& r : results)
       if (r.supported && std::find(counts.begin(), counts.end(), r.threads) == counts.end())
         counts.push_back(r.threads);
     std::sort(counts.begin(), counts.end());
@@ -629,11 +684,12 @@ int cmd_bench(int argc, char** argv) {
   };
 
   printf("\n");
-  for (const ThreadResult& r : results) {
+  for (const RunResult& r : results) {
     if (!r.supported || n_gen == 0) continue;
     const double gbs = static_cast<double>(info.weight_bytes) * r.tg_tps * 1e-9;
-    printf("decode, %u thread%s: %.2f GB/s effective weight traffic (%s x %.2f t/s)", r.threads,
-           r.threads == 1 ? "" : "s", gbs, size_s.c_str(), r.tg_tps);
+    printf("decode (%s, %u thread%s): %.2f GB/s effective weight traffic (%s x %.2f t/s)",
+           r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", gbs, size_s.c_str(),
+           r.tg_tps);
     if (const BandwidthResult* b = bw_for(r.threads)) {
       printf(" = %.1f%% of triad %.2f GB/s, %.1f%% of read %.2f GB/s",
              b->triad_gbs > 0 ? 100.0 * gbs / b->triad_gbs : 0.0, b->triad_gbs,
@@ -657,7 +713,7 @@ int cmd_bench(int argc, char** argv) {
   if (!synthetic.empty()) printf(" (synthetic build %.2f s)", build_s);
   printf(" | file %s | weights %s", human_bytes(static_cast<double>(bytes.size())).c_str(),
          size_s.c_str());
-  for (const ThreadResult& r : results) {
+  for (const RunResult& r : results) {
     if (!r.supported) continue;
     printf(" | session %s (n_ctx %u, n_batch %u, kv %s)",
            human_bytes(static_cast<double>(r.session_bytes)).c_str(), cfg.n_ctx, cfg.n_batch,
