@@ -184,9 +184,9 @@ bool write_model_fd(const conv::ModelData& md, fb::DType quant, int fd, std::str
 }
 
 // Builds the synthetic model's bytes into an anonymous memory file and maps it (page-aligned, so
-// 64-aligned). The build runs in a child process so its transient buffers (one tensor in f32 at a
-// time: up to ~1 GB for a large embedding) do not count in this process's peak RSS; the model
-// bytes do, once touched, as a mapped model file's would.
+// 64-aligned). The build runs in a child process so its transient buffers (one tensor at a time,
+// in its encoding: a few hundred MB for a large embedding) do not count in this process's peak
+// RSS; the model bytes do, once touched, as a mapped model file's would.
 bool build_synthetic(const conv::ModelData& md, fb::DType quant, ModelBytes* out,
                      std::string* err) {
   int fd = memfd_create("ringlm-synthetic", MFD_CLOEXEC);
