@@ -33,6 +33,10 @@ template <bool Q4>
 struct QMat : QuantMat {
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
+    if constexpr (T == 1) {
+      decode_tile<Q4, R>(*this, r, t, dot32);
+      return;
+    }
     const size_t xs_stride = x_stride / kQuantGroup;
     const uint8_t* Wr = W + r * w_row_bytes;
     const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;

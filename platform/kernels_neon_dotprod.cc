@@ -19,10 +19,18 @@ namespace {
 
 using namespace a64;
 
+inline int32x4_t dotp(int8x16_t a0, int8x16_t a1, int8x16_t b0, int8x16_t b1) {
+  return vdotq_s32(vdotq_s32(vdupq_n_s32(0), a0, b0), a1, b1);
+}
+
 template <bool Q4>
 struct DotMat : QuantMat {
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
+    if constexpr (T == 1) {
+      decode_tile<Q4, R>(*this, r, t, dotp);
+      return;
+    }
     const size_t xs_stride = x_stride / kQuantGroup;
     const uint8_t* Wr = W + r * w_row_bytes;
     const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
