@@ -1,0 +1,39 @@
+// Shared by the converter targets: a source the reader accepted is converted to model bytes and
+// must then verify (a converted model the runtime refuses is a converter bug) and run.
+#ifndef RINGLM_FUZZ_FUZZ_CONVERT_COMMON_H_
+#define RINGLM_FUZZ_FUZZ_CONVERT_COMMON_H_
+
+#include "convert/convert.h"
+#include "fuzz_common.h"
+
+namespace ringlm_fuzz {
+
+inline void convert_and_exercise(const ringlm::conv::ModelData& md, uint8_t selector) {
+  // Keep each input cheap: the weights are bounded by the input size anyway.
+  uint64_t elems = 0;
+  for (const auto& t : md.tensors) {
+    uint64_t n = 1;
+    for (uint64_t d : t.shape) n *= d;
+    elems += n;
+  }
+  if (elems > (8u << 20)) return;
+  const ringlm::fb::DType quants[4] = {ringlm::fb::DType::F32, ringlm::fb::DType::F16,
+                                       ringlm::fb::DType::Q8, ringlm::fb::DType::Q4};
+  const ringlm::fb::DType q = quants[selector % 4];
+  std::vector<uint8_t> bytes;
+  std::string err;
+  if (!ringlm::conv::build_model_bytes(md, q, &bytes, &err)) {
+    FUZZ_CHECK(!err.empty(), "build_model_bytes failed without a message");
+    return;
+  }
+  static Aligned a;
+  a.assign(bytes.data(), bytes.size());
+  std::string msg;
+  const rlm_status st = exercise_model(a.data(), a.size(), {1, 2, 3, 5, 8}, 4, &msg);
+  FUZZ_CHECK(st == RLM_OK, "converted model (%s) does not verify: %s: %s",
+             ringlm::conv::dtype_name(q), rlm_status_string(st), msg.c_str());
+}
+
+}  // namespace ringlm_fuzz
+
+#endif  // RINGLM_FUZZ_FUZZ_CONVERT_COMMON_H_

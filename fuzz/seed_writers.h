@@ -1,0 +1,430 @@
+// Writers for the seed corpora: small GGUF, safetensors and llama2.c files from a ModelData
+// (random weights), so every reader's seed is a few KB and fuzzing stays fast. Test-time only.
+#ifndef RINGLM_FUZZ_SEED_WRITERS_H_
+#define RINGLM_FUZZ_SEED_WRITERS_H_
+
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convert/families.h"
+#include "convert/ir.h"
+#include "fp16.h"
+
+namespace ringlm_fuzz {
+
+namespace fb = ringlm::fb;
+using ringlm::conv::ModelData;
+using ringlm::conv::TensorData;
+using ringlm::conv::TokenizerData;
+
+inline void put_bytes(std::string* o, const void* p, size_t n) {
+  o->append(static_cast<const char*>(p), n);
+}
+template <typename T>
+inline void put(std::string* o, T v) {
+  put_bytes(o, &v, sizeof v);
+}
+
+inline std::vector<float> tensor_values(const TensorData& t) {
+  std::vector<float> v;
+  std::string err;
+  if (t.load_f32) t.load_f32(&v, &err);
+  return v;
+}
+
+// ---- GGUF v3 ------------------------------------------------------------------------------------
+
+class GgufWriter {
+ public:
+  enum : uint32_t { U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STR = 8, ARR = 9 };
+  enum : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kBF16 = 30 };
+
+  void kv_str(const std::string& k, const std::string& v) {
+    key(k, STR);
+    str(&kv_, v);
+    ++n_kv_;
+  }
+  void kv_u32(const std::string& k, uint32_t v) {
+    key(k, U32);
+    put(&kv_, v);
+    ++n_kv_;
+  }
+  void kv_i32(const std::string& k, int32_t v) {
+    key(k, I32);
+    put(&kv_, v);
+    ++n_kv_;
+  }
+  void kv_f32(const std::string& k, float v) {
+    key(k, F32);
+    put(&kv_, v);
+    ++n_kv_;
+  }
+  void kv_bool(const std::string& k, bool v) {
+    key(k, BOOL);
+    put<uint8_t>(&kv_, v ? 1 : 0);
+    ++n_kv_;
+  }
+  void kv_strs(const std::string& k, const std::vector<std::string>& v) {
+    key(k, ARR);
+    put<uint32_t>(&kv_, STR);
+    put<uint64_t>(&kv_, v.size());
+    for (const std::string& s : v) str(&kv_, s);
+    ++n_kv_;
+  }
+  void kv_f32s(const std::string& k, const std::vector<float>& v) {
+    key(k, ARR);
+    put<uint32_t>(&kv_, F32);
+    put<uint64_t>(&kv_, v.size());
+    for (float f : v) put(&kv_, f);
+    ++n_kv_;
+  }
+  void kv_i32s(const std::string& k, const std::vector<int32_t>& v) {
+    key(k, ARR);
+    put<uint32_t>(&kv_, I32);
+    put<uint64_t>(&kv_, v.size());
+    for (int32_t x : v) put(&kv_, x);
+    ++n_kv_;
+  }
+  // shape = (rows, cols) or (n); values row-major.
+  void tensor(const std::string& name, const std::vector<uint64_t>& shape,
+              const std::vector<float>& values, uint32_t type) {
+    std::string data;
+    const uint64_t cols = shape.back();
+    if ((type == kQ8_0 || type == kQ4_0) && cols % 32 != 0) type = kF32;
+    switch (type) {
+      case kF32: put_bytes(&data, values.data(), values.size() * 4); break;
+      case kF16:
+        for (float f : values) put<uint16_t>(&data, ringlm::f32_to_fp16(f));
+        break;
+      case kBF16:
+        for (float f : values) {
+          uint32_t b;
+          memcpy(&b, &f, 4);
+          put<uint16_t>(&data, static_cast<uint16_t>(b >> 16));
+        }
+        break;
+      case kQ8_0:
+        for (size_t b = 0; b < values.size() / 32; ++b) {
+          float amax = 0;
+          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(values[b * 32 + j]));
+          const float d = amax / 127.0f;
+          put<uint16_t>(&data, ringlm::f32_to_fp16(d));
+          for (int j = 0; j < 32; ++j) {
+            const float q = d ? values[b * 32 + j] / d : 0.0f;
+            put<int8_t>(&data, static_cast<int8_t>(std::lround(q)));
+          }
+        }
+        break;
+      case kQ4_0:
+        for (size_t b = 0; b < values.size() / 32; ++b) {
+          float amax = 0;
+          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(values[b * 32 + j]));
+          const float d = amax / 7.0f;
+          put<uint16_t>(&data, ringlm::f32_to_fp16(d));
+          for (int j = 0; j < 16; ++j) {
+            auto q = [&](int k) {
+              const long v = d ? std::lround(values[b * 32 + k] / d) + 8 : 8;
+              return static_cast<uint8_t>(std::min(15L, std::max(0L, v)));
+            };
+            put<uint8_t>(&data, static_cast<uint8_t>(q(j) | (q(j + 16) << 4)));
+          }
+        }
+        break;
+    }
+    Tensor t;
+    t.name = name;
+    t.ne.assign(shape.rbegin(), shape.rend());  // ggml order: ne[0] = cols
+    t.type = type;
+    t.data = data;
+    tensors_.push_back(t);
+  }
+  std::string build() const {
+    std::string o;
+    put<uint32_t>(&o, 0x46554747u);
+    put<uint32_t>(&o, 3);
+    put<uint64_t>(&o, tensors_.size());
+    put<uint64_t>(&o, n_kv_);
+    o += kv_;
+    uint64_t off = 0;
+    std::vector<uint64_t> offs;
+    for (const Tensor& t : tensors_) {
+      str(&o, t.name);
+      put<uint32_t>(&o, static_cast<uint32_t>(t.ne.size()));
+      for (uint64_t d : t.ne) put<uint64_t>(&o, d);
+      put<uint32_t>(&o, t.type);
+      put<uint64_t>(&o, off);
+      offs.push_back(off);
+      off += (t.data.size() + 31) / 32 * 32;
+    }
+    while (o.size() % 32) o += '\0';
+    for (const Tensor& t : tensors_) {
+      o += t.data;
+      while (o.size() % 32) o += '\0';
+    }
+    return o;
+  }
+
+ private:
+  struct Tensor {
+    std::string name;
+    std::vector<uint64_t> ne;
+    uint32_t type;
+    std::string data;
+  };
+  static void str(std::string* o, const std::string& s) {
+    put<uint64_t>(o, s.size());
+    *o += s;
+  }
+  void key(const std::string& k, uint32_t type) {
+    str(&kv_, k);
+    put<uint32_t>(&kv_, type);
+  }
+  std::string kv_;
+  uint64_t n_kv_ = 0;
+  std::vector<Tensor> tensors_;
+};
+
+inline const char* gguf_arch_name(fb::Family f) {
+  switch (f) {
+    case fb::Family::Llama: return "llama";
+    case fb::Family::Qwen2: return "qwen2";
+    case fb::Family::Qwen3: return "qwen3";
+    case fb::Family::Gemma2: return "gemma2";
+    case fb::Family::Gemma3: return "gemma3";
+    case fb::Family::Phi3: return "phi3";
+  }
+  return "llama";
+}
+
+inline void gguf_tokenizer(GgufWriter& g, const TokenizerData& t) {
+  const bool bpe = t.kind == fb::TokenizerKind::ByteLevel;
+  g.kv_str("tokenizer.ggml.model", bpe ? "gpt2" : "llama");
+  if (bpe) g.kv_str("tokenizer.ggml.pre", "llama-bpe");
+  g.kv_strs("tokenizer.ggml.tokens", t.pieces);
+  if (!t.scores.empty()) g.kv_f32s("tokenizer.ggml.scores", t.scores);
+  std::vector<int32_t> types;
+  for (fb::TokenType ty : t.types) {
+    // ggml: 1 normal, 2 unknown, 3 control, 4 user defined, 5 unused, 6 byte
+    switch (ty) {
+      case fb::TokenType::Normal: types.push_back(1); break;
+      case fb::TokenType::Unknown: types.push_back(2); break;
+      case fb::TokenType::Control: types.push_back(3); break;
+      case fb::TokenType::UserDefined: types.push_back(4); break;
+      case fb::TokenType::Unused: types.push_back(5); break;
+      case fb::TokenType::Byte: types.push_back(6); break;
+    }
+  }
+  g.kv_i32s("tokenizer.ggml.token_type", types);
+  if (!t.merges.empty()) {
+    std::vector<std::string> m;
+    for (const auto& mg : t.merges) m.push_back(t.pieces[mg.left] + " " + t.pieces[mg.right]);
+    g.kv_strs("tokenizer.ggml.merges", m);
+  }
+  if (t.bos_id >= 0) g.kv_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(t.bos_id));
+  if (t.eos_id >= 0) g.kv_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(t.eos_id));
+  if (t.unk_id >= 0) g.kv_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(t.unk_id));
+  g.kv_bool("tokenizer.ggml.add_bos_token", t.add_bos);
+}
+
+// A GGUF of `m` (tensors converted to `type` where the shape allows).
+inline std::string write_gguf(const ModelData& m, uint32_t type, const std::string& chat = "") {
+  GgufWriter g;
+  const auto& a = m.arch;
+  const std::string arch = gguf_arch_name(a.family);
+  g.kv_str("general.architecture", arch);
+  g.kv_u32(arch + ".block_count", a.n_layers);
+  g.kv_u32(arch + ".embedding_length", a.dim);
+  g.kv_u32(arch + ".feed_forward_length", a.ffn_dim);
+  g.kv_u32(arch + ".attention.head_count", a.n_heads);
+  g.kv_u32(arch + ".attention.head_count_kv", a.n_kv_heads);
+  g.kv_u32(arch + ".attention.key_length", a.head_dim);
+  g.kv_u32(arch + ".context_length", a.max_context);
+  g.kv_f32(arch + ".rope.freq_base", a.rope_theta);
+  g.kv_f32(arch + ".attention.layer_norm_rms_epsilon", a.norm_eps);
+  if (a.sliding_window) g.kv_u32(arch + ".attention.sliding_window", a.sliding_window);
+  if (a.family == fb::Family::Gemma3) g.kv_u32(arch + ".attention.sliding_window_pattern", 2);
+  if (a.rope_scaling == fb::RopeScaling::Linear) {
+    g.kv_str(arch + ".rope.scaling.type", "linear");
+    g.kv_f32(arch + ".rope.scaling.factor", a.rope_scaling_factor);
+  }
+  gguf_tokenizer(g, m.tokenizer);
+  if (!chat.empty()) g.kv_str("tokenizer.chat_template", chat);
+  const bool phi3 = a.family == fb::Family::Phi3;
+  std::map<std::pair<int, int>, std::vector<float>> vals;  // (role, layer) -> values
+  for (const TensorData& t : m.tensors) vals[{static_cast<int>(t.role), t.layer}] = tensor_values(t);
+  for (const TensorData& t : m.tensors) {
+    const uint32_t ty = t.shape.size() == 2 ? type : GgufWriter::kF32;
+    if (phi3 && (t.role == fb::TensorRole::Wk || t.role == fb::TensorRole::Wv ||
+                 t.role == fb::TensorRole::FfnUp))
+      continue;
+    std::vector<float> v = vals[{static_cast<int>(t.role), t.layer}];
+    std::vector<uint64_t> shape = t.shape;
+    if (phi3 && t.role == fb::TensorRole::Wq) {
+      for (auto r : {fb::TensorRole::Wk, fb::TensorRole::Wv}) {
+        const auto& x = vals[{static_cast<int>(r), t.layer}];
+        v.insert(v.end(), x.begin(), x.end());
+        shape[0] += x.size() / shape[1];
+      }
+    } else if (phi3 && t.role == fb::TensorRole::FfnGate) {
+      const auto& x = vals[{static_cast<int>(fb::TensorRole::FfnUp), t.layer}];
+      v.insert(v.end(), x.begin(), x.end());
+      shape[0] *= 2;
+    }
+    std::string name = ringlm::conv::gguf_tensor_name(a.family, t.role, t.layer);
+    if (phi3 && t.role == fb::TensorRole::Wq) name = "blk." + std::to_string(t.layer) + ".attn_qkv.weight";
+    if (phi3 && t.role == fb::TensorRole::FfnGate) name = "blk." + std::to_string(t.layer) + ".ffn_up.weight";
+    g.tensor(name, shape, v, ty);
+  }
+  return g.build();
+}
+
+// ---- safetensors --------------------------------------------------------------------------------
+
+// Tensors (name, shape, values) as one safetensors file, stored as `dtype` (F32, F16, BF16).
+inline std::string write_safetensors(
+    const std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>>& ts,
+    const std::string& dtype) {
+  nlohmann::json h = nlohmann::json::object();
+  std::string data;
+  for (const auto& e : ts) {
+    const uint64_t begin = data.size();
+    for (float f : e.second.second) {
+      if (dtype == "F32") {
+        put(&data, f);
+      } else if (dtype == "F16") {
+        put<uint16_t>(&data, ringlm::f32_to_fp16(f));
+      } else {
+        uint32_t b;
+        memcpy(&b, &f, 4);
+        put<uint16_t>(&data, static_cast<uint16_t>(b >> 16));
+      }
+    }
+    h[e.first] = {{"dtype", dtype}, {"shape", e.second.first}, {"data_offsets", {begin, data.size()}}};
+  }
+  h["__metadata__"] = {{"format", "pt"}};
+  std::string js = h.dump();
+  while ((8 + js.size()) % 8) js += ' ';
+  std::string o;
+  put<uint64_t>(&o, js.size());
+  return o + js + data;
+}
+
+// The HF tensors of `m` (Phi-3: fused qkv / gate_up), named per family.
+inline std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>>
+hf_tensors(const ModelData& m) {
+  const auto& a = m.arch;
+  const bool phi3 = a.family == fb::Family::Phi3;
+  const bool gemma = a.family == fb::Family::Gemma2 || a.family == fb::Family::Gemma3;
+  std::map<std::pair<int, int>, std::vector<float>> vals;
+  for (const TensorData& t : m.tensors) vals[{static_cast<int>(t.role), t.layer}] = tensor_values(t);
+  std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>> out;
+  for (const TensorData& t : m.tensors) {
+    if (phi3 && (t.role == fb::TensorRole::Wk || t.role == fb::TensorRole::Wv ||
+                 t.role == fb::TensorRole::FfnUp))
+      continue;
+    std::vector<float> v = vals[{static_cast<int>(t.role), t.layer}];
+    std::vector<uint64_t> shape = t.shape;
+    if (phi3 && t.role == fb::TensorRole::Wq) {
+      for (auto r : {fb::TensorRole::Wk, fb::TensorRole::Wv}) {
+        const auto& x = vals[{static_cast<int>(r), t.layer}];
+        v.insert(v.end(), x.begin(), x.end());
+        shape[0] += x.size() / shape[1];
+      }
+    } else if (phi3 && t.role == fb::TensorRole::FfnGate) {
+      const auto& x = vals[{static_cast<int>(fb::TensorRole::FfnUp), t.layer}];
+      v.insert(v.end(), x.begin(), x.end());
+      shape[0] *= 2;
+    }
+    // Gemma HF norms are stored as w (the reader adds 1).
+    if (gemma && t.shape.size() == 1 && t.role != fb::TensorRole::Bq &&
+        t.role != fb::TensorRole::Bk && t.role != fb::TensorRole::Bv) {
+      for (float& f : v) f -= 1.0f;
+    }
+    out.push_back({ringlm::conv::hf_tensor_name(a.family, t.role, t.layer), {shape, v}});
+  }
+  return out;
+}
+
+// A random-weight model of `a` (family tensors from family_tensor_specs) with tokenizer `t`.
+inline ModelData random_family_model(const ModelData::Arch& a, const TokenizerData& t, uint32_t seed) {
+  ModelData m;
+  m.arch = a;
+  m.arch.vocab_size = static_cast<uint32_t>(t.pieces.size());
+  m.tokenizer = t;
+  uint32_t k = 0;
+  for (const auto& spec : ringlm::conv::family_tensor_specs(m.arch)) {
+    if (!spec.required) continue;
+    TensorData td;
+    td.name = ringlm::conv::hf_tensor_name(a.family, spec.role, spec.layer);
+    td.role = spec.role;
+    td.layer = spec.layer;
+    td.shape = spec.shape;
+    const bool norm = spec.norm;
+    const uint32_t s = seed * 7919u + k++;
+    const auto shape = spec.shape;
+    td.load_f32 = [shape, norm, s](std::vector<float>* out, std::string*) {
+      size_t n = 1;
+      for (uint64_t d : shape) n *= d;
+      std::mt19937 rng(s);
+      std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, norm ? 0.1f : 0.08f);
+      out->resize(n);
+      for (float& v : *out) v = dist(rng);
+      return true;
+    };
+    m.tensors.push_back(std::move(td));
+  }
+  return m;
+}
+
+// ---- llama2.c -------------------------------------------------------------------------------------
+
+// A llama2.c v0 checkpoint of random weights (shared classifier when `shared`).
+inline std::string write_llama2c(int32_t dim, int32_t hidden, int32_t layers, int32_t heads,
+                                 int32_t kv_heads, int32_t vocab, int32_t seq, bool shared,
+                                 uint32_t seed) {
+  std::string o;
+  for (int32_t v : {dim, hidden, layers, heads, kv_heads, shared ? vocab : -vocab, seq}) put(&o, v);
+  const int64_t hs = dim / heads, kv = hs * kv_heads;
+  const int64_t n = static_cast<int64_t>(vocab) * dim + layers * (dim + dim * dim + 2 * kv * dim +
+                    dim * dim + dim + 3 * static_cast<int64_t>(hidden) * dim) + dim +
+                    2 * static_cast<int64_t>(seq) * (hs / 2) + (shared ? 0 : static_cast<int64_t>(vocab) * dim);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.1f);
+  for (int64_t i = 0; i < n; ++i) put(&o, dist(rng));
+  return o;
+}
+
+// A llama2.c tokenizer.bin of `t` (pieces with "▁" as ' ', as llama2.c's export writes them).
+inline std::string write_llama2c_tokenizer(const TokenizerData& t) {
+  std::string o;
+  int32_t max_len = 1;
+  for (const std::string& p : t.pieces) max_len = std::max<int32_t>(max_len, static_cast<int32_t>(p.size()));
+  put(&o, max_len);
+  for (size_t i = 0; i < t.pieces.size(); ++i) {
+    std::string p;
+    for (size_t k = 0; k < t.pieces[i].size();) {
+      if (t.pieces[i].compare(k, 3, "\xE2\x96\x81") == 0) {
+        p += ' ';
+        k += 3;
+      } else {
+        p += t.pieces[i][k++];
+      }
+    }
+    put<float>(&o, t.scores.empty() ? 0.0f : t.scores[i]);
+    put<int32_t>(&o, static_cast<int32_t>(p.size()));
+    o += p;
+  }
+  return o;
+}
+
+}  // namespace ringlm_fuzz
+
+#endif  // RINGLM_FUZZ_SEED_WRITERS_H_
