@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "mapped_file.h"
 #include "ringlm/ringlm.h"
@@ -25,19 +26,8 @@ const char kUsage[] =
     "  -p, --prompt TEXT       prompt text (BOS added per the model)\n"
     "      --prompt-ids IDS    prompt as space-separated token ids (no BOS added)\n"
     "  -n, --n-predict N       max tokens to generate (default 256; 0 = until a stop)\n"
-    "      --temp T            temperature; 0 = greedy (default 0.8)\n"
-    "      --top-k K           top-k, 0 = off (default 40)\n"
-    "      --top-p P           top-p, 1 = off (default 0.95)\n"
-    "      --min-p P           min-p, 0 = off (default 0.05)\n"
-    "      --repeat-penalty R  repetition penalty, 1 = off (default 1)\n"
-    "      --repeat-last-n N   tokens the penalties look back over (default 64)\n"
-    "      --seed S            sampler seed (default 24301)\n"
     "      --stop STR          stop string (repeatable); never printed\n"
-    "      --ctx N             KV ring slots (default: the model's context)\n"
-    "      --sinks N           attention-sink positions kept when the ring wraps (default 4)\n"
-    "      --kv f32|f16        KV cache precision (default f32)\n"
     "      --ignore-eos        keep generating past the model's end tokens\n"
-    "      --threads N         threads (default 1)\n"
     "      --print-ids         print generated token ids (space-separated) instead of text\n"
     "  -h, --help              this help\n";
 
@@ -55,23 +45,6 @@ const char* stop_name(rlm_stop_reason r) {
     case RLM_STOP_MAX_TOKENS: return "max-tokens";
   }
   return "?";
-}
-
-bool parse_u32(const char* s, uint32_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (!*s || *end || errno || v > 0xffffffffUL || s[0] == '-') return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
-
-bool parse_f32(const char* s, float* out) {
-  char* end = nullptr;
-  float v = strtof(s, &end);
-  if (!*s || *end) return false;
-  *out = v;
-  return true;
 }
 
 bool parse_ids(const char* s, std::vector<int32_t>* out) {
@@ -102,13 +75,15 @@ int cmd_generate(int argc, char** argv) {
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stops;
   uint32_t n_predict = 256;
-  rlm_sampling sp;
-  rlm_sampling_default(&sp);
-  rlm_session_config cfg;
-  rlm_session_config_default(&cfg);
+  SessionFlags flags;
+  rlm_sampling& sp = flags.sampling;
+  rlm_session_config& cfg = flags.config;
 
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    bool handled = false;
+    if (!parse_session_flag("generate", argc, argv, &i, &flags, &handled)) return 2;
+    if (handled) continue;
     auto need = [&](const char* name) -> const char* {
       if (i + 1 >= argc) {
         fprintf(stderr, "ringlm generate: %s needs a value\n", name);
@@ -119,7 +94,7 @@ int cmd_generate(int argc, char** argv) {
     const char* v = nullptr;
     bool ok = true;
     if (a == "-h" || a == "--help") {
-      fputs(kUsage, stdout);
+      printf("%s%s", kUsage, kSessionFlagsHelp);
       return 0;
     } else if (a == "-m" || a == "--model") {
       if (!(v = need("-m"))) return 2;
@@ -134,51 +109,9 @@ int cmd_generate(int argc, char** argv) {
     } else if (a == "-n" || a == "--n-predict") {
       if (!(v = need("-n"))) return 2;
       ok = parse_u32(v, &n_predict);
-    } else if (a == "--temp") {
-      if (!(v = need("--temp"))) return 2;
-      ok = parse_f32(v, &sp.temperature);
-    } else if (a == "--top-k") {
-      if (!(v = need("--top-k"))) return 2;
-      uint32_t k = 0;
-      ok = parse_u32(v, &k) && k <= 0x7fffffffu;
-      sp.top_k = static_cast<int32_t>(k);
-    } else if (a == "--top-p") {
-      if (!(v = need("--top-p"))) return 2;
-      ok = parse_f32(v, &sp.top_p);
-    } else if (a == "--min-p") {
-      if (!(v = need("--min-p"))) return 2;
-      ok = parse_f32(v, &sp.min_p);
-    } else if (a == "--repeat-penalty") {
-      if (!(v = need("--repeat-penalty"))) return 2;
-      ok = parse_f32(v, &sp.repeat_penalty);
-    } else if (a == "--repeat-last-n") {
-      if (!(v = need("--repeat-last-n"))) return 2;
-      uint32_t n = 0;
-      ok = parse_u32(v, &n) && n <= 65536;
-      sp.penalty_last_n = static_cast<int32_t>(n);
-      if (ok && n > cfg.penalty_window) cfg.penalty_window = n;
-    } else if (a == "--seed") {
-      if (!(v = need("--seed"))) return 2;
-      char* end = nullptr;
-      sp.seed = strtoull(v, &end, 10);
-      ok = *v && !*end;
     } else if (a == "--stop") {
       if (!(v = need("--stop"))) return 2;
       stops.push_back(v);
-    } else if (a == "--ctx") {
-      if (!(v = need("--ctx"))) return 2;
-      ok = parse_u32(v, &cfg.n_ctx);
-    } else if (a == "--sinks") {
-      if (!(v = need("--sinks"))) return 2;
-      ok = parse_u32(v, &cfg.n_sink);
-    } else if (a == "--kv") {
-      if (!(v = need("--kv"))) return 2;
-      if (!strcmp(v, "f32")) cfg.kv_dtype = RLM_KV_F32;
-      else if (!strcmp(v, "f16")) cfg.kv_dtype = RLM_KV_F16;
-      else ok = false;
-    } else if (a == "--threads") {
-      if (!(v = need("--threads"))) return 2;
-      ok = parse_u32(v, &cfg.n_threads);
     } else if (a == "--ignore-eos") {
       ignore_eos = true;
     } else if (a == "--print-ids") {
@@ -197,6 +130,7 @@ int cmd_generate(int argc, char** argv) {
             kUsage);
     return 2;
   }
+  finish_session_flags(&flags);
   size_t stop_bytes = 0;
   for (const std::string& s : stops) stop_bytes += s.size();
   if (stop_bytes > cfg.stop_string_bytes) cfg.stop_string_bytes = static_cast<uint32_t>(stop_bytes);
