@@ -343,9 +343,9 @@ void transformer_bind(const ModelImpl& m, Transformer* t) {
   const WeightView factors = model_weight(m, R::RopeFreqs, -1);
   const float* f = factors.present() ? static_cast<const float*>(factors.data) : nullptr;
   rope_frequencies(hp, hp.rope_theta, true, f, t->rope_freq);
-  // Local layers use their own base without the long-context scaling (Gemma 3).
-  rope_frequencies(hp, hp.rope_theta_local, hp.rope_theta_local == hp.rope_theta, f,
-                   t->rope_freq_local);
+  // Sliding-window layers use their own base and never the long-context scaling (Gemma 2/3:
+  // HF's local rotary embedding has no rope_scaling).
+  rope_frequencies(hp, hp.rope_theta_local, false, nullptr, t->rope_freq_local);
   rope_table(t->rope_freq, hp.head_dim / 2, t->kv.geom[kKvGlobal].n_ctx - 1, t->rope_sink);
 }
 
