@@ -143,7 +143,7 @@ struct Q8Mat : QuantMat {
         const size_t off = static_cast<size_t>(gb + k) * kQuantGroup;
         __m256i wv[R], aw[R];
         for (int i = 0; i < R; ++i) {
-          if (T == 1 && (k & 1) == 0) prefetch(Wr + i * w_row_bytes + off + kPrefetchBytes);
+          if ((k & 1) == 0) prefetch(Wr + i * w_row_bytes + off + kPrefetchBytes);
           wv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Wr + i * w_row_bytes + off));
           aw[i] = _mm256_sign_epi8(wv[i], wv[i]);
         }
@@ -192,7 +192,7 @@ struct Q4Mat : QuantMat {
         const size_t g = gb + k;
         __m256i u[R];
         for (int i = 0; i < R; ++i) {
-          if (T == 1 && (k & 3) == 0) prefetch(Wr + i * w_row_bytes + g * 16 + kPrefetchBytes);
+          if ((k & 3) == 0) prefetch(Wr + i * w_row_bytes + g * 16 + kPrefetchBytes);
           u[i] = unpack_q4(Wr + i * w_row_bytes + g * 16);
         }
         for (int j = 0; j < T; ++j) {

@@ -142,7 +142,7 @@ struct VnniMat : QuantMat {
         const __m512i idx = pair_index(k);
         __m512i u[R];
         for (int i = 0; i < R; ++i) {
-          if (T == 1 && (k & (Q4 ? 1 : 0)) == 0)
+          if ((k & (Q4 ? 1 : 0)) == 0)
             prefetch(Wr + i * w_row_bytes + g * (Q4 ? 16 : 32) + kPrefetchBytes);
           u[i] = load_w(Wr + i * w_row_bytes, g, half);
         }
@@ -213,7 +213,7 @@ struct Q4Quad : QuantMat {
         __m512i ulo[R], uhi[R];
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = Wr + i * w_row_bytes + g * 16;
-          if (T == 1) prefetch(p + kPrefetchBytes);
+          prefetch(p + kPrefetchBytes);
           const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
           ulo[i] = _mm512_ternarylogic_epi32(b, nib, eights, 0x6a);  // (b & 0x0f) ^ 8
           uhi[i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(b, 4), nib, eights, 0x6a);
