@@ -47,6 +47,7 @@ void quantize_row_q8(const float* x, size_t cols, int8_t* qs, uint16_t* scales) 
     scales[g] = s16;
     for (size_t j = 0; j < kQuantGroup; ++j) {
       float q = roundf(group_value(x, cols, g * kQuantGroup + j) * inv);
+      if (q != q) q = 0.0f;  // NaN (a NaN or infinite weight): casting it to int8 is UB
       if (q > 127.0f) q = 127.0f;
       if (q < -127.0f) q = -127.0f;
       qs[g * kQuantGroup + j] = static_cast<int8_t>(q);
@@ -74,6 +75,7 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
       int q[2];
       for (int h = 0; h < 2; ++h) {
         float v = roundf(group_value(x, cols, g * kQuantGroup + j + 16 * h) * inv);
+        if (v != v) v = 0.0f;  // NaN (a NaN or infinite weight): casting it to int is UB
         if (v > 7.0f) v = 7.0f;
         if (v < -8.0f) v = -8.0f;
         q[h] = static_cast<int>(v);
