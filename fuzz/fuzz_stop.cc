@@ -176,6 +176,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     at += len;
     if (pushes.size() > 4 * text.size() + 16) break;
   }
+  for (; at < text.size(); at += max_piece) pushes.push_back(text.substr(at, max_piece));
   std::vector<std::string> accepted;
   const Outcome o = run(stops, budget, max_strings, max_piece, pushes, &accepted);
 
@@ -183,6 +184,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string ref = ref_decode(o.pushed, true);
     FUZZ_CHECK(o.text == ref, "released text differs from the reference decoding");
     FUZZ_CHECK(!contains_any(o.before_finish, accepted), "a stop string was released");
+    // Known issue (reported; fuzz/regressions/pending/stop/): text_stream_finish turns a held
+    // incomplete UTF-8 sequence into U+FFFD without matching stops, so a stop string ending in
+    // U+FFFD is released at the end of a turn. Checked under RINGLM_FUZZ_STRICT until fixed.
+    if (strict()) {
+      FUZZ_CHECK(!contains_any(o.text, accepted), "the final flush released a stop string");
+    }
     FUZZ_CHECK(!contains_any(ref_decode(o.pushed, false), accepted), "a complete stop string did not stop");
   } else {
     const std::string settled = ref_decode(o.pushed, false);

@@ -4,7 +4,7 @@
 // verify_tokenizer, then encodes a fixed text.
 #include "convert/readers.h"
 #include "convert/tiktoken.h"
-#include "fuzz_common.h"
+#include "fuzz_convert_common.h"
 #include "model.h"
 #include "tokenizer.h"
 
@@ -24,7 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: ok = ringlm::conv::read_tiktoken(path, &td, &err); break;
     case 1: ok = ringlm::conv::read_llama2c_tokenizer(path, vocab, &td, &err); break;
     case 2: ok = ringlm::conv::read_gguf_tokenizer(path, &td, &err); break;
-    case 3: ok = ringlm::conv::read_hf_tokenizer(path, &td, &err); break;
+    case 3:
+      ok = run_reader([&] { return ringlm::conv::read_hf_tokenizer(path, &td, &err); }, &err);
+      break;
   }
   if (!ok) {
     FUZZ_CHECK(!err.empty(), "reader %u failed without a message", kind);
