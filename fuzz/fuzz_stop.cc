@@ -128,7 +128,7 @@ Outcome run(const std::vector<std::string>& stops_in, uint32_t budget, uint32_t 
   o.before_finish = o.text;
   const char* out = nullptr;
   size_t len = 0;
-  ringlm::text_stream_finish(&ts, &out, &len);
+  if (ringlm::text_stream_finish(&ts, stops, &out, &len)) o.stopped = true;
   FUZZ_CHECK(valid_utf8(out, len), "finish released invalid UTF-8");
   o.text.append(out, len);
   return o;

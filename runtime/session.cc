@@ -259,7 +259,7 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   const int32_t prev = s->prev_token;
   s->prev_token = token;
   if (is_stop_token(s, token)) {
-    text_stream_finish(&s->stream, &r->text, &r->text_len);
+    text_stream_finish(&s->stream, s->stops, &r->text, &r->text_len);
     r->stop = RLM_STOP_END_TOKEN;
   } else {
     const size_t n = token_text(s->tok, prev, token, s->piece, kMaxPieceBytes);
@@ -270,10 +270,10 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
       // (tail == r->text + r->text_len), so the two are one contiguous span.
       const char* tail = nullptr;
       size_t tail_len = 0;
-      text_stream_finish(&s->stream, &tail, &tail_len);
+      const bool matched = text_stream_finish(&s->stream, s->stops, &tail, &tail_len);
       if (r->text_len == 0) r->text = tail;
       r->text_len += tail_len;
-      r->stop = RLM_STOP_MAX_TOKENS;
+      r->stop = matched ? RLM_STOP_STOP_STRING : RLM_STOP_MAX_TOKENS;
     }
   }
   s->turn_ended = r->stop != RLM_STOP_NONE;

@@ -204,15 +204,33 @@ bool text_stream_push(TextStream* t, const StopStrings& stops, const char* bytes
   return false;
 }
 
-void text_stream_finish(TextStream* t, const char** out, size_t* out_len) {
+bool text_stream_finish(TextStream* t, const StopStrings& stops, const char** out,
+                        size_t* out_len) {
   // No compaction: the output continues the previous call's output in memory (see stop.h).
   // It fits: the decoder's held bytes were part of the last push's input, which the capacity
   // already budgets at 3 output bytes each, and their U+FFFD is at most 3 bytes.
-  if (t->dec.have > 0) append(t, kReplacement, 3);
+  const bool replaced = t->dec.have > 0;
+  if (replaced) append(t, kReplacement, 3);
   t->dec = Utf8Decoder{};
   *out = t->buf + t->released;
+  // The U+FFFD may complete a stop string that starts in the held text (released text was
+  // already proven not to start one), so match again before releasing.
+  if (replaced) {
+    for (uint32_t i = t->released; i < t->len; ++i) {
+      for (uint32_t k = 0; k < stops.count; ++k) {
+        const uint32_t sl = stops.length[k];
+        if (sl <= t->len - i && memcmp(t->buf + i, stops.bytes + stops.offset[k], sl) == 0) {
+          *out_len = i - t->released;
+          t->len = i;
+          t->released = i;
+          return true;
+        }
+      }
+    }
+  }
   *out_len = t->len - t->released;
   t->released = t->len;
+  return false;
 }
 
 }  // namespace ringlm

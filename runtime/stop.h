@@ -101,7 +101,10 @@ bool text_stream_push(TextStream* t, const StopStrings& stops, const char* bytes
 // nothing, so its output starts exactly where the push's output ended (*out == push_out +
 // push_len) and the push's output stays valid; the two can be reported as one span
 // (push_out, push_len + finish_len).
-void text_stream_finish(TextStream* t, const char** out, size_t* out_len);
+// Returns true when the U+FFFD that replaces an incomplete tail completes a stop string: then only
+// the text before it is released.
+bool text_stream_finish(TextStream* t, const StopStrings& stops, const char** out,
+                        size_t* out_len);
 
 }  // namespace ringlm
 

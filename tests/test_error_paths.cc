@@ -654,13 +654,11 @@ TEST(FuzzFindings, QuantizingNonFiniteValuesIsDefined) {
   EXPECT_FALSE(std::isnan(back[0]));
 }
 
-// Known issues found by the fuzzers, not fixed yet (reported). Each is DISABLED_ until its fix
-// lands: run with --gtest_also_run_disabled_tests to see it fail; drop DISABLED_ with the fix
-// (and the matching tolerance in fuzz/, see fuzz/regressions/pending/).
+// Findings of the fuzzers, fixed at their root; kept as regression tests.
 
 // runtime/stop.cc text_stream_finish: an incomplete UTF-8 sequence held at the end of a turn
-// becomes U+FFFD after stop matching, so a stop string ending in U+FFFD reaches the output.
-TEST_F(ErrorPaths, DISABLED_StopStringCompletedByTheEndOfTurnReplacementIsNotReleased) {
+// became U+FFFD after stop matching, so a stop string ending in U+FFFD reached the output.
+TEST_F(ErrorPaths, StopStringCompletedByTheEndOfTurnReplacementIsNotReleased) {
   TestSession ts;
   init(&ts);
   rlm_session* s = ts.s;
@@ -682,8 +680,8 @@ TEST_F(ErrorPaths, DISABLED_StopStringCompletedByTheEndOfTurnReplacementIsNotRel
 }
 
 // tools/convert/hf.cc read_tokenizer_json: nlohmann::json type errors (json::value / get on a
-// value of another type) escape and terminate `ringlm convert`.
-TEST(FuzzFindings, DISABLED_HfTokenizerJsonWithWrongTypesIsAnErrorNotAnException) {
+// value of another type) escaped and terminated `ringlm convert`.
+TEST(FuzzFindings, HfTokenizerJsonWithWrongTypesIsAnErrorNotAnException) {
   const std::string dir = temp_dir();
   const char* bad[] = {
       R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"added_tokens":[{"id":1,"content":"<s>","special":1}]})",

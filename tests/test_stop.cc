@@ -51,7 +51,7 @@ struct Fixture {
   std::string finish() {
     const char* out = nullptr;
     size_t n = 12345;
-    ringlm::text_stream_finish(&stream, &out, &n);
+    ringlm::text_stream_finish(&stream, stops, &out, &n);
     EXPECT_NE(out, nullptr);
     return std::string(out, n);
   }
@@ -347,7 +347,7 @@ TEST(TextStream, FinishContinuesThePushOutput) {
   ASSERT_FALSE(ringlm::text_stream_push(&f.stream, f.stops, piece.data(), piece.size(), &a, &an));
   const char* b = nullptr;
   size_t bn = 0;
-  ringlm::text_stream_finish(&f.stream, &b, &bn);
+  ringlm::text_stream_finish(&f.stream, f.stops, &b, &bn);
   EXPECT_EQ(b, a + an);
   std::string want = std::string(budget - 1, 'a') + kFffd;
   for (uint32_t i = 0; i < max_piece - 3; ++i) want += kFffd;
@@ -359,7 +359,7 @@ TEST(TextStream, FinishContinuesThePushOutput) {
   Fixture g;
   g.add("STOP");
   ASSERT_FALSE(ringlm::text_stream_push(&g.stream, g.stops, "go ST", 5, &a, &an));
-  ringlm::text_stream_finish(&g.stream, &b, &bn);
+  ringlm::text_stream_finish(&g.stream, g.stops, &b, &bn);
   EXPECT_EQ(b, a + an);
   EXPECT_EQ(std::string(a, an + bn), "go ST");
   // And after a finish the next push starts clean.

@@ -258,9 +258,30 @@ int32_t piece_id(const TokenizerData& t, const std::string& piece) {
   return -1;
 }
 
+bool read_hf_impl(const std::string& path_in, ModelData* out, std::string* err);
+
+// JSON documents are untrusted input: a value of an unexpected type makes nlohmann::json throw
+// (type_error, out_of_range). Every entry point turns that into an error message naming the file
+// set, so `ringlm convert` reports it instead of terminating.
+template <typename F>
+bool json_guarded(const std::string& what, std::string* err, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    *err = what + ": unexpected JSON content: " + e.what();
+    return false;
+  }
+}
+
 }  // namespace
 
-bool read_hf(const std::string& path_in, ModelData* out, std::string* err) {
+bool read_hf(const std::string& path, ModelData* out, std::string* err) {
+  return json_guarded("'" + path + "'", err, [&] { return read_hf_impl(path, out, err); });
+}
+
+namespace {
+
+bool read_hf_impl(const std::string& path_in, ModelData* out, std::string* err) {
   std::string dir = path_in;
   if (!is_directory(dir)) {  // allow pointing at a file inside the directory
     size_t slash = dir.find_last_of('/');
@@ -463,8 +484,11 @@ bool read_hf(const std::string& path_in, ModelData* out, std::string* err) {
   return true;
 }
 
+}  // namespace
+
 bool read_hf_tokenizer(const std::string& path, TokenizerData* out, std::string* err) {
-  return read_tokenizer_json(path, out, err);
+  return json_guarded("'" + path + "'", err,
+                      [&] { return read_tokenizer_json(path, out, err); });
 }
 
 }  // namespace conv
