@@ -35,14 +35,6 @@
 
 namespace ringlm_fuzz {
 
-// Known, reported issues the targets tolerate so CI stays green until they are fixed (each
-// names its reproducer in fuzz/regressions/pending/). RINGLM_FUZZ_STRICT=1 turns them back into
-// failures (long local runs, and checking a fix).
-inline bool strict() {
-  static const bool s = getenv("RINGLM_FUZZ_STRICT") && *getenv("RINGLM_FUZZ_STRICT") != '0';
-  return s;
-}
-
 // Reads the input front to back; past the end every read returns zeros / empty.
 class Reader {
  public:
