@@ -6,7 +6,7 @@ PKGS=(build-essential cmake ninja-build pkg-config
       flatbuffers-compiler libflatbuffers-dev nlohmann-json3-dev googletest libgtest-dev
       libxnnpack-dev libpthreadpool-dev
       g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user
-      clang libclang-rt-14-dev binutils file
+      clang libclang-rt-14-dev libtsan2 binutils file
       openjdk-17-jdk-headless strace)  # Java API + JNI test; the embedded example's strace test
 missing=()
 for p in "${PKGS[@]}"; do

@@ -11,12 +11,15 @@
 #                                             # header hygiene, C++ wrapper, Java/JNI, consumer of a
 #                                             # staged install, embedded model under strace), release
 # (The apps tests also run inside release, asan and the aarch64 suites, like every CTest test.)
+#   bash scripts/test.sh tsan                 # ThreadSanitizer: the threaded tests (preset tsan)
+#   bash scripts/test.sh fuzz                 # libFuzzer (clang): each target for
+#                                             # RINGLM_FUZZ_SECONDS (25) + replay of fuzz/regressions
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 jobs=$(nproc)
 
-ALL_SUITES=(release asan aarch64-a72 aarch64-a76 aarch64-max armhf)
+ALL_SUITES=(release asan tsan fuzz aarch64-a72 aarch64-a76 aarch64-max armhf)
 if [ $# -gt 0 ]; then SUITES=("$@"); else SUITES=("${ALL_SUITES[@]}"); fi
 
 logs=$(mktemp -d "${TMPDIR:-/tmp}/ringlm-test.XXXXXX")
@@ -41,7 +44,10 @@ build_preset() {
   local p=$1
   [ -n "${built[$p]:-}" ] && return 0
   echo "=== build $p" >&2
-  if cmake --preset "$p" >/dev/null && cmake --build --preset "$p" -j "$jobs"; then
+  local extra=()
+  # The fuzz runs' length: RINGLM_FUZZ_SECONDS in the environment overrides the cache default.
+  [ "$p" = fuzz ] && [ -n "${RINGLM_FUZZ_SECONDS:-}" ] && extra=(-DRINGLM_FUZZ_SECONDS="$RINGLM_FUZZ_SECONDS")
+  if cmake --preset "$p" "${extra[@]}" >/dev/null && cmake --build --preset "$p" -j "$jobs"; then
     built[$p]=ok
   else
     built[$p]=failed
@@ -85,13 +91,20 @@ run_suite() {
                 "$skipped" $((SECONDS - t0)))")
 }
 
-for s in "${SUITES[@]}"; do run_suite "$s"; done
+for s in "${SUITES[@]}"; do
+  [ "$s" = fuzz ] && rm -rf build/fuzz/fuzz/fuzz-summary  # this run's figures only
+  run_suite "$s"
+done
 
 # A cross suite should run what the host runs: name the tests it skips that passed in release.
 notes=()
+# The fuzz suite's bounded runs: executions per target (fuzz/run_fuzz.sh writes one line each).
+if printf '%s\n' "${SUITES[@]}" | grep -qx fuzz && [ -d build/fuzz/fuzz/fuzz-summary ]; then
+  for f in build/fuzz/fuzz/fuzz-summary/*.txt; do [ -f "$f" ] && notes+=("fuzz $(cat "$f")"); done
+fi
 if [ -f "$logs/release.passed" ]; then
   for s in "${SUITES[@]}"; do
-    case "$(configure_preset_of "$s")" in release|asan) continue ;; esac
+    case "$(configure_preset_of "$s")" in release|asan|tsan|fuzz) continue ;; esac
     [ -f "$logs/$s.skipped" ] || continue
     extra=$(comm -12 "$logs/release.passed" "$logs/$s.skipped" | paste -sd',' -)
     if [ -n "$extra" ]; then notes+=("note: $s skipped what release ran: $extra"); fi

@@ -123,6 +123,9 @@ TEST(Endurance, MillionTokenRingStaysFiniteFlatAndSteady) {
     if (i % window == 0) {
       const clock::time_point w1 = clock::now();
       const double tps = static_cast<double>(window) / std::chrono::duration<double>(w1 - w0).count();
+      if (getenv("RINGLM_ENDURANCE_TRACE")) {
+        printf("[ endurance ] tokens %llu: %.0f tok/s\n", static_cast<unsigned long long>(i), tps);
+      }
       if (i == window) first_tps = tps;
       last_tps = tps;
       w0 = w1;
