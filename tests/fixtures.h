@@ -120,6 +120,14 @@ struct TestSession {
   AlignedBuffer mem;
   rlm_session* s = nullptr;
   size_t bytes = 0;
+  TestSession() = default;
+  TestSession(const TestSession&) = delete;
+  TestSession& operator=(const TestSession&) = delete;
+  // Worker threads (n_threads > 1) run on this memory: stop them before it is freed. A second
+  // release of an already released handle is a harmless RLM_ERR_INVALID_ARGUMENT.
+  ~TestSession() {
+    if (s) rlm_session_release(s);
+  }
   rlm_status init(const rlm_model* m, const rlm_session_config& cfg) {
     size_t align = 0;
     rlm_status st = rlm_session_memory(m, &cfg, &bytes, &align);
