@@ -10,6 +10,8 @@
 //  - differential: the same program runs on a second session whose memory was pre-filled with a
 //    different byte pattern; every result must be identical, so no output depends on memory
 //    the runtime never wrote (an uninitialised read shows up as a difference).
+// Input layout: [model][config: 11 bytes] then ops: [opcode][arguments...], the next opcode
+// 1 + arguments[0] % 24 bytes after this one's arguments start.
 #include <math.h>
 
 #include <memory>
@@ -440,12 +442,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return copy.rest().substr(0, take);
     }();
     Reader args(reinterpret_cast<const uint8_t*>(arg_bytes.data()), arg_bytes.size());
-    // Advance the main reader by what one execution consumes: run A with a counting copy.
-    for (int k = 0; k < 2; ++k) execute(runs[k], md, opcode, args);
+    for (int k = 0; k < 2; ++k) execute(runs[k], md, opcode, args);  // each gets a copy of args
     FUZZ_CHECK(runs[0].transcript == runs[1].transcript,
                "results depend on the initial contents of session memory (op %d, opcode %u)", op,
                opcode);
-    // Skip the argument bytes the op may have used: a fixed stride keeps both runs in step.
+    // The next opcode follows 1 + args[0] % 24 bytes on (ops read their arguments from a copy,
+    // so the stride does not depend on what they consumed; fuzz/make_seeds.cc writes programs
+    // in this layout).
     const size_t stride = 1 + (arg_bytes.empty() ? 0 : static_cast<uint8_t>(arg_bytes[0]) % 24);
     for (size_t i = 0; i < stride && !in.empty(); ++i) in.u8();
   }

@@ -119,7 +119,7 @@ Result run_job(const rlm_model* m, const Job& j) {
     out.tokens.push_back(r.token);
     out.text.append(r.text, r.text_len);
     if (r.stop != RLM_STOP_NONE) {
-      // Continue with a new turn: a rewind to the prompt end and more input.
+      // A stop string ended the turn: continue with a new one (the last token as input).
       const int32_t more = r.token;
       if (rlm_session_feed_tokens(ts.s, &more, 1) != RLM_OK) break;
     }
