@@ -15,6 +15,11 @@
 #include "convert/readers.h"
 #include "fixtures.h"
 #include "quant.h"
+// session.h (internal) needs the project root on the include path (fuzz/CMakeLists.txt adds it).
+#if __has_include("platform/threads.h")
+#include "session.h"
+#define RINGLM_TEST_HAVE_SESSION_IMPL 1
+#endif
 
 using namespace ringlm_test;
 using ringlm::fb::DType;
@@ -587,6 +592,45 @@ TEST_F(ErrorPaths, FailedCallsChangeNothing) {
     failing_calls(b.s);  // mid-generation (a sampled token pending)
     EXPECT_TRUE(same_bits(logits(a.s), logits(b.s))) << i;
   }
+}
+
+// The position is committed only when a step succeeds. The one failure a step can meet after
+// its argument checks is the position limit (2^32 - 16, unreachable in a test by generating),
+// so the session's position is moved there directly.
+TEST_F(ErrorPaths, StepAtThePositionLimitFailsWithoutCommittingAnything) {
+#ifndef RINGLM_TEST_HAVE_SESSION_IMPL
+  GTEST_SKIP() << "runtime/session.h not reachable from this build (RINGLM_FUZZ off)";
+#else
+  TestSession ts;
+  init(&ts);
+  rlm_session* s = ts.s;
+  const int32_t prompt[3] = {10, 11, 12};
+  ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 3), RLM_OK);
+  ASSERT_EQ(rlm_session_eval(s), RLM_OK);
+  const std::vector<float> before = logits(s);
+  auto* impl = reinterpret_cast<ringlm::SessionImpl*>(s);
+  const uint32_t limit_pos = 0xfffffff0u - 1;
+  impl->n_past = limit_pos;
+  ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 2), RLM_OK);  // 2 more do not fit below the limit
+  for (int i = 0; i < 2; ++i) {
+    rlm_step_result r;
+    rlm_step_result_default(&r);
+    EXPECT_EQ(rlm_step(s, &r), RLM_ERR_CAPACITY);
+    EXPECT_STRNE(rlm_session_error(s), "");
+    EXPECT_EQ(r.token, -1);
+    EXPECT_EQ(rlm_session_position(s), limit_pos);
+    EXPECT_TRUE(same_bits(before, logits(s)));
+    EXPECT_EQ(rlm_session_eval(s), RLM_ERR_CAPACITY);  // the pending input is still there
+    EXPECT_EQ(rlm_session_position(s), limit_pos);
+  }
+  // One token still fits: the position limit is exact.
+  ASSERT_EQ(rlm_session_rewind(s, limit_pos), RLM_OK);  // drops the pending input
+  ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 1), RLM_OK);
+  EXPECT_EQ(rlm_session_eval(s), RLM_OK);
+  EXPECT_EQ(rlm_session_position(s), limit_pos + 1);
+  ASSERT_EQ(rlm_session_reset(s), RLM_OK);
+  EXPECT_EQ(rlm_session_position(s), 0u);
+#endif
 }
 
 // ---- Out of memory: init one byte short never leaves a session -----------------------------------
