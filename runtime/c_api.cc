@@ -107,9 +107,43 @@ rlm_status rlm_session_init(const rlm_model* model, const rlm_session_config* co
   const size_t need = session_bytes(*m, c);
   if (need == SIZE_MAX) return RLM_ERR_INVALID_ARGUMENT;
   if (size < need) return RLM_ERR_BUFFER_TOO_SMALL;
-  SessionImpl* s = session_create(*m, c, memory, size);
-  if (!s) return RLM_ERR_THREADS;
+  SessionImpl* s = nullptr;
+  RLM_RETURN_IF_ERROR(session_create(*m, c, memory, size, &s));
   *session = reinterpret_cast<rlm_session*>(s);
+  return RLM_OK;
+}
+
+rlm_status rlm_session_config_check(const rlm_model* model, const rlm_session_config* config,
+                                    char* message, size_t cap) {
+  if (message && cap) message[0] = '\0';
+  const ModelImpl* m = as_model(model);
+  if (!m || !config || (!message && cap)) return RLM_ERR_INVALID_ARGUMENT;
+  ErrorSink err{message, cap};
+  SessionConfig c;
+  return session_config_from_abi(*m, config, &c, &err);
+}
+
+void rlm_session_info_default(rlm_session_info* info) {
+  if (!info) return;
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+}
+
+rlm_status rlm_session_get_info(const rlm_session* session, rlm_session_info* info) {
+  const SessionImpl* s = as_session(session);
+  if (!s || !info) return RLM_ERR_INVALID_ARGUMENT;
+  if (info->struct_size != sizeof *info) return RLM_ERR_STRUCT_SIZE;
+  const XnnMatmuls& x = s->tf.xnn;
+  const char* native = s->tf.k->name;
+  info->kernels = native;
+  info->backend = s->cfg.xnnpack ? "xnnpack" : "native";
+  info->matmul_f32 = x.n_matrices > 0 ? "xnnpack" : native;
+  info->matmul_f16 = native;
+  info->matmul_q8 = native;
+  info->matmul_q4 = native;
+  info->xnnpack_operators = x.n_ops;
+  info->xnnpack_reserved = x.arena.cap;
+  info->xnnpack_used = x.arena.used;
   return RLM_OK;
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "platform/cpu_features.h"
+#include "platform/xnnpack_backend.h"
 #include "tokenizer.h"
 
 namespace ringlm {
@@ -21,6 +22,7 @@ constexpr uint64_t kMaxPosition = 0xfffffff0u;
 // sizes and (null) pointers are written to it then.
 void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, SessionImpl* s) {
   transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, c.n_threads, &s->tf);
+  transformer_xnn_layout(a, m, c.xnnpack, &s->tf);
   s->batch = static_cast<int32_t*>(a.alloc_2d(1, static_cast<uint64_t>(c.max_pending) + 1,
                                               sizeof(int32_t), kArenaAlignment));
   s->history = a.alloc<int32_t>(c.penalty_window > 0 ? c.penalty_window : 1);
@@ -84,9 +86,15 @@ Status run_pending(SessionImpl* s, uint32_t* n_run, ErrorSink* err) {
 
 Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
                                SessionConfig* out, ErrorSink* err) {
-  RLM_CHECK(c->struct_size == sizeof(rlm_session_config), RLM_ERR_STRUCT_SIZE, err,
-            "rlm_session_config.struct_size %u, expected %zu", c->struct_size,
-            sizeof(rlm_session_config));
+  // Sizes this library knows: the current struct, and the first release's (ending before
+  // `backend`); fields past a caller's struct_size read as their defaults.
+  constexpr size_t kV1Size = offsetof(rlm_session_config, backend);
+  RLM_CHECK(c->struct_size == sizeof(rlm_session_config) || c->struct_size == kV1Size,
+            RLM_ERR_STRUCT_SIZE, err, "rlm_session_config.struct_size %u, expected %zu (or %zu)",
+            c->struct_size, sizeof(rlm_session_config), kV1Size);
+  const char* backend = c->struct_size >= offsetof(rlm_session_config, backend) + sizeof(char*)
+                            ? c->backend
+                            : nullptr;
   SessionConfig k;
   k.n_ctx = c->n_ctx ? c->n_ctx : m.hp.max_context;
   k.n_sink = c->n_sink;
@@ -129,6 +137,16 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   k.kernels = kernels_select(cpu_features_detect(), c->kernels);
   RLM_CHECK(k.kernels != nullptr, RLM_ERR_UNSUPPORTED, err,
             "kernels '%s' are not available on this CPU / build", c->kernels ? c->kernels : "");
+  k.xnnpack = backend != nullptr && strcmp(backend, "xnnpack") == 0;
+  RLM_CHECK(backend == nullptr || k.xnnpack || strcmp(backend, "native") == 0,
+            RLM_ERR_INVALID_ARGUMENT, err, "unknown backend '%s' (native, xnnpack)", backend);
+  if (k.xnnpack) {
+    const char* why = "";
+    RLM_CHECK(xnnpack_ready(&why), RLM_ERR_UNSUPPORTED, err, "backend xnnpack: %s", why);
+    RLM_CHECK(xnn_eligible_matrices(m) > 0, RLM_ERR_UNSUPPORTED, err,
+              "backend xnnpack: the model has no f32 weight matrix (XNNPACK runs f32 matrices "
+              "only; f16, q8 and q4 ones stay on the native kernels)");
+  }
   *out = k;
   return RLM_OK;
 }
@@ -142,13 +160,14 @@ size_t session_bytes(const ModelImpl& m, const SessionConfig& c) {
   return a.overflowed() ? SIZE_MAX : a.used();
 }
 
-SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* mem, size_t size) {
+Status session_create(const ModelImpl& m, const SessionConfig& c, void* mem, size_t size,
+                      SessionImpl** out) {
   Arena a(mem, size);
   SessionImpl* s = a.alloc<SessionImpl>(1);
-  if (!s) return nullptr;
+  if (!s) return RLM_ERR_BUFFER_TOO_SMALL;
   memset(static_cast<void*>(s), 0, sizeof *s);
   session_layout(a, m, c, s);
-  if (!a.ok()) return nullptr;
+  if (!a.ok()) return RLM_ERR_BUFFER_TOO_SMALL;
   s->model = &m;
   s->tok = m.root->tokenizer();
   s->cfg = c;
@@ -161,19 +180,23 @@ SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* me
     def.penalty_last_n = static_cast<int32_t>(c.penalty_window);
   }
   ErrorSink err{s->error, sizeof s->error};
-  if (sampler_params_from_abi(&def, m.hp.vocab_size, c.penalty_window, c.max_logit_bias, &s->sp,
-                              &err) != RLM_OK) {
-    return nullptr;
-  }
+  RLM_RETURN_IF_ERROR(sampler_params_from_abi(&def, m.hp.vocab_size, c.penalty_window,
+                                              c.max_logit_bias, &s->sp, &err));
   s->rng.seed(def.seed);
   session_reset(s);
-  if (c.n_threads > 1 && !thread_pool_start(s->tf.pool, c.n_threads)) return nullptr;
+  RLM_RETURN_IF_ERROR(transformer_xnn_create(m, &s->tf, &err));
+  if (c.n_threads > 1 && !thread_pool_start(s->tf.pool, c.n_threads)) {
+    transformer_xnn_release(&s->tf);
+    return RLM_ERR_THREADS;
+  }
   s->magic = kSessionMagic;
-  return s;
+  *out = s;
+  return RLM_OK;
 }
 
 void session_release(SessionImpl* s) {
   if (s->cfg.n_threads > 1) thread_pool_stop(s->tf.pool);
+  transformer_xnn_release(&s->tf);
   s->magic = 0;
 }
 

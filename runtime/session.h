@@ -21,6 +21,7 @@ struct SessionConfig {  // validated rlm_session_config
   rlm_kv_dtype kv_dtype;
   uint32_t stop_string_bytes, max_stop_strings, max_stop_tokens, penalty_window, max_logit_bias;
   const KernelTable* kernels;  // chosen for this CPU (or forced by the caller)
+  bool xnnpack;                // backend "xnnpack": f32 matrices on XNNPACK operators
 };
 
 struct SessionImpl {
@@ -71,9 +72,13 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c, 
 // Bytes a session needs (measure-mode layout).
 size_t session_bytes(const ModelImpl& m, const SessionConfig& c);
 // Carves and initialises a session at `mem` (size already checked against session_bytes).
-SessionImpl* session_create(const ModelImpl& m, const SessionConfig& c, void* mem, size_t size);
+// RLM_ERR_THREADS when a worker could not start, RLM_ERR_BACKEND when XNNPACK failed (message
+// in the carved session's error buffer); *out is set only on success.
+Status session_create(const ModelImpl& m, const SessionConfig& c, void* mem, size_t size,
+                      SessionImpl** out);
 
-// Stops the session's worker threads; the handle is invalid afterwards.
+// Stops the session's worker threads and deletes its XNNPACK operators; the handle is invalid
+// afterwards.
 void session_release(SessionImpl* s);
 void session_reset(SessionImpl* s);
 Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool add_bos);

@@ -83,21 +83,51 @@ struct ProjectJob {
   const float* x;
   QuantActs qa;
   uint32_t n;
+  void* const* xnn[3];     // per matrix: its XNNPACK operators (one per session thread) or null
+  uint32_t xnn_threads;    // the session's thread count (the operators' slicing)
 };
+
+// Runs matrix i's XNNPACK operators for thread `index` of `n_threads`: the operator of that
+// thread's slice, or all of them when the job runs on the caller alone.
+void project_xnn(const ProjectJob* j, uint32_t i, uint32_t index, uint32_t n_threads) {
+  const uint32_t nt = j->xnn_threads;
+  const uint32_t s0 = n_threads == nt ? index : 0, s1 = n_threads == nt ? index + 1 : nt;
+  for (uint32_t s = s0; s < s1; ++s) {
+    void* op = j->xnn[i][s];
+    if (!op) continue;  // empty slice
+    uint32_t r0, r1;
+    thread_share(j->w[i]->rows, kRowBlock, s, nt, &r0, &r1);
+    xnnpack_run_f32(op, j->x, j->n, j->y[i] + r0);
+  }
+}
 
 void project_job(void* ctx, uint32_t index, uint32_t n_threads) {
   const ProjectJob* j = static_cast<const ProjectJob*>(ctx);
   for (uint32_t i = 0; i < j->count; ++i) {
+    if (j->xnn[i]) {
+      project_xnn(j, i, index, n_threads);
+      continue;
+    }
     uint32_t r0, r1;
     thread_share(j->w[i]->rows, kRowBlock, index, n_threads, &r0, &r1);
     linear_rows(j->k, *j->w[i], j->x, j->qa, j->n, j->y[i], r0, r1);
   }
 }
 
-// Up to three projections of one input, quantizing it once, as one parallel job.
+// The XNNPACK operators of a slot, or null when it runs on the kernel table.
+void* const* xnn_ops(const Transformer* t, uint32_t slot) {
+  const XnnMatmuls& x = t->xnn;
+  return x.n_slots && x.on[slot] ? x.ops + static_cast<size_t>(slot) * t->n_threads : nullptr;
+}
+
+// Up to three projections of one input, quantizing it once, as one parallel job. `slot0`: the
+// XNNPACK slot of w[0] (the others follow it), or UINT32_MAX for none.
 void project(Transformer* t, const float* x, uint32_t n, uint32_t cols, const WeightView* w[3],
-             float* y[3], uint32_t count) {
-  ProjectJob job{t->k, w, y, count, x, QuantActs{}, n};
+             float* y[3], uint32_t count, uint32_t slot0) {
+  ProjectJob job{t->k, w, y, count, x, QuantActs{}, n, {nullptr, nullptr, nullptr}, t->n_threads};
+  if (slot0 != UINT32_MAX) {
+    for (uint32_t i = 0; i < count; ++i) job.xnn[i] = xnn_ops(t, slot0 + i);
+  }
   bool need = false;
   uint64_t weights = 0;
   for (uint32_t i = 0; i < count; ++i) {
@@ -349,6 +379,102 @@ void transformer_bind(const ModelImpl& m, Transformer* t) {
   rope_table(t->rope_freq, hp.head_dim / 2, t->kv.geom[kKvGlobal].n_ctx - 1, t->rope_sink);
 }
 
+namespace {
+
+// The matrix of an XNNPACK slot (see kXnnLayerSlots), from the model.
+WeightView xnn_slot_weight(const ModelImpl& m, uint32_t slot) {
+  using R = fb::TensorRole;
+  const uint32_t n_layers = m.hp.n_layers;
+  if (slot == n_layers * kXnnLayerSlots) {
+    return m.hp.tied_embeddings ? model_weight(m, R::TokenEmbedding, -1)
+                                : model_weight(m, R::Output, -1);
+  }
+  static const R kRoles[kXnnLayerSlots] = {R::Wq, R::Wk, R::Wv, R::Wo,
+                                           R::FfnGate, R::FfnUp, R::FfnDown};
+  return model_weight(m, kRoles[slot % kXnnLayerSlots], static_cast<int32_t>(slot / kXnnLayerSlots));
+}
+
+bool xnn_takes(const WeightView& w) { return w.present() && w.type == WeightType::F32; }
+
+}  // namespace
+
+uint32_t xnn_eligible_matrices(const ModelImpl& m) {
+  uint32_t count = 0;
+  const uint32_t n_slots = m.hp.n_layers * kXnnLayerSlots + 1;
+  for (uint32_t slot = 0; slot < n_slots; ++slot) count += xnn_takes(xnn_slot_weight(m, slot));
+  return count;
+}
+
+void transformer_xnn_layout(Arena& a, const ModelImpl& m, bool use_xnn, Transformer* t) {
+  memset(static_cast<void*>(&t->xnn), 0, sizeof t->xnn);
+  if (!use_xnn) return;
+  const uint32_t n_slots = m.hp.n_layers * kXnnLayerSlots + 1;
+  const uint32_t nt = t->n_threads;
+  t->xnn.n_slots = n_slots;
+  t->xnn.ops = static_cast<void**>(a.alloc_2d(n_slots, nt, sizeof(void*), kArenaAlignment));
+  t->xnn.on = a.alloc<uint8_t>(n_slots);
+  // The bound, summed in 64 bits so a hostile shape on a 32-bit target overflows cleanly.
+  uint64_t bound = 0;
+  for (uint32_t slot = 0; slot < n_slots; ++slot) {
+    const WeightView w = xnn_slot_weight(m, slot);
+    if (!xnn_takes(w)) continue;
+    for (uint32_t i = 0; i < nt; ++i) {
+      uint32_t r0, r1;
+      thread_share(w.rows, kRowBlock, i, nt, &r0, &r1);
+      if (r0 < r1) bound += xnnpack_f32_fc_bound(r1 - r0, w.cols);
+    }
+  }
+  uint8_t* region = static_cast<uint8_t*>(a.alloc_2d(1, bound, 1, kArenaAlignment));
+  t->xnn.arena.base = region;
+  t->xnn.arena.cap = static_cast<size_t>(bound);
+}
+
+Status transformer_xnn_create(const ModelImpl& m, Transformer* t, ErrorSink* err) {
+  XnnMatmuls& x = t->xnn;
+  if (x.n_slots == 0) return RLM_OK;
+  const uint32_t nt = t->n_threads;
+  memset(x.ops, 0, static_cast<size_t>(x.n_slots) * nt * sizeof(void*));
+  memset(x.on, 0, x.n_slots);
+  x.n_matrices = 0;
+  x.n_ops = 0;
+  x.arena.used = 0;
+  x.arena.calls = 0;
+  x.arena.refused = 0;
+  x.arena.realloc_refused = false;
+  char msg[200];
+  for (uint32_t slot = 0; slot < x.n_slots; ++slot) {
+    const WeightView w = xnn_slot_weight(m, slot);
+    if (!xnn_takes(w)) continue;
+    for (uint32_t i = 0; i < nt; ++i) {
+      uint32_t r0, r1;
+      thread_share(w.rows, kRowBlock, i, nt, &r0, &r1);
+      if (r0 >= r1) continue;
+      const float* rows = static_cast<const float*>(w.data) + static_cast<size_t>(r0) * w.row_stride;
+      void** op = &x.ops[static_cast<size_t>(slot) * nt + i];
+      if (!xnnpack_create_f32(&x.arena, rows, r1 - r0, w.cols, w.rows, op, msg, sizeof msg)) {
+        transformer_xnn_release(t);
+        RLM_CHECK(false, RLM_ERR_BACKEND, err, "%s", msg);
+      }
+      ++x.n_ops;
+    }
+    x.on[slot] = 1;
+    ++x.n_matrices;
+  }
+  return RLM_OK;
+}
+
+void transformer_xnn_release(Transformer* t) {
+  XnnMatmuls& x = t->xnn;
+  if (x.n_slots == 0 || !x.ops) return;
+  const size_t n = static_cast<size_t>(x.n_slots) * t->n_threads;
+  for (size_t i = 0; i < n; ++i) {
+    xnnpack_delete(x.ops[i]);
+    x.ops[i] = nullptr;
+  }
+  memset(x.on, 0, x.n_slots);
+  x.n_ops = 0;
+}
+
 void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
   const Hparams& hp = t->hp;
   const KernelTable* k = t->k;
@@ -378,7 +504,7 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
     {
       const WeightView* ws[3] = {&w.wq, &w.wk, &w.wv};
       float* ys[3] = {t->q, t->kt, t->vt};
-      project(t, t->xb, n, hp.dim, ws, ys, 3);
+      project(t, t->xb, n, hp.dim, ws, ys, 3, l * kXnnLayerSlots + 0);
     }
     if (hp.qkv_bias) {
       add_bias(t->q, w.bq, n, hp.q_dim);
@@ -409,7 +535,7 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
     {
       const WeightView* ws[1] = {&w.wo};
       float* ys[1] = {t->xb2};
-      project(t, t->xb, n, hp.q_dim, ws, ys, 1);
+      project(t, t->xb, n, hp.q_dim, ws, ys, 1, l * kXnnLayerSlots + 3);
     }
     if (hp.post_norms) {
       for (uint32_t i = 0; i < n; ++i) {
@@ -428,7 +554,7 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
     {
       const WeightView* ws[2] = {&w.gate, &w.up};
       float* ys[2] = {t->hb, t->hb2};
-      project(t, t->xb, n, hp.dim, ws, ys, 2);
+      project(t, t->xb, n, hp.dim, ws, ys, 2, l * kXnnLayerSlots + 4);
     }
     if (hp.activation == fb::Activation::GeluTanh) {
       geglu(t->hb, t->hb2, static_cast<size_t>(n) * hp.ffn_dim);
@@ -438,7 +564,7 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
     {
       const WeightView* ws[1] = {&w.down};
       float* ys[1] = {t->xb2};
-      project(t, t->hb, n, hp.ffn_dim, ws, ys, 1);
+      project(t, t->hb, n, hp.ffn_dim, ws, ys, 1, l * kXnnLayerSlots + 6);
     }
     if (hp.post_norms) {
       for (uint32_t i = 0; i < n; ++i) {
@@ -455,7 +581,7 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
   k->rmsnorm(t->xb, last, static_cast<const float*>(t->out_norm.data), hp.dim, hp.norm_eps);
   const WeightView* ws[1] = {&t->output};
   float* ys[1] = {t->logits};
-  project(t, t->xb, 1, hp.dim, ws, ys, 1);
+  project(t, t->xb, 1, hp.dim, ws, ys, 1, hp.n_layers * kXnnLayerSlots);
   if (hp.final_softcap > 0.0f) soft_cap(t->logits, hp.vocab_size, hp.final_softcap);
 }
 

@@ -10,6 +10,7 @@
 #include "kv_ring.h"
 #include "model.h"
 #include "platform/threads.h"
+#include "platform/xnnpack_backend.h"
 
 namespace ringlm {
 
@@ -19,6 +20,21 @@ struct LayerWeights {
   WeightView q_norm, k_norm;              // qk_norm only: (head_dim) shared by all heads
   WeightView post_attn_norm, post_ffn_norm;  // post_norms only
   uint8_t kind;                           // KvKind: global or sliding-window layer
+};
+
+// Matrices the XNNPACK backend may take, as slots: per layer wq, wk, wv, wo, gate, up, down, then
+// one for the output projection.
+constexpr uint32_t kXnnLayerSlots = 7;
+
+// Backend "xnnpack": one XNNPACK operator per (F32 matrix, thread), owning that thread's row slice
+// (the same slices as the native path), created at init in `arena`, a region of the session block.
+struct XnnMatmuls {
+  void** ops;         // (n_slots, n_threads); null: empty slice, or the slot runs natively
+  uint8_t* on;        // (n_slots) 1 = the slot's matrix runs on XNNPACK
+  uint32_t n_slots;   // n_layers * kXnnLayerSlots + 1; 0 = native backend
+  uint32_t n_matrices;  // slots on XNNPACK
+  uint32_t n_ops;     // operators created
+  XnnArena arena;
 };
 
 struct Transformer {
@@ -53,6 +69,7 @@ struct Transformer {
   float* rope_cs_local;     // (n_batch, head_dim): the same for sliding-window layers
   float* rope_sink;         // (head_dim): cos | sin at n_ctx - 1, the sinks' query position
   float* logits;            // (vocab)
+  XnnMatmuls xnn;           // zero unless the session's backend is "xnnpack"
 };
 
 // Reserves every buffer from `a` (measure mode allowed) and fills sizes; weights are resolved
@@ -63,6 +80,21 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
 
 // Resolves the weight views of a verified model (init only; never fails after model_open).
 void transformer_bind(const ModelImpl& m, Transformer* t);
+
+// Matrices of a verified model the XNNPACK backend takes (F32 weights of the matmuls).
+uint32_t xnn_eligible_matrices(const ModelImpl& m);
+
+// Backend "xnnpack": reserves the operator table and XNNPACK's region — an upper bound computed
+// from the shapes (xnnpack_f32_fc_bound per operator) — from `a` (measure mode allowed). Call
+// after transformer_layout; does nothing when !use_xnn.
+void transformer_xnn_layout(Arena& a, const ModelImpl& m, bool use_xnn, Transformer* t);
+
+// Creates the XNNPACK operators (init, after transformer_bind; the caller's thread). On failure
+// (RLM_ERR_BACKEND) the ones created are deleted again.
+Status transformer_xnn_create(const ModelImpl& m, Transformer* t, ErrorSink* err);
+
+// Deletes the XNNPACK operators (after the workers are joined). Idempotent.
+void transformer_xnn_release(Transformer* t);
 
 // Runs tokens[0..n) at positions pos0.. (n <= n_batch, tokens in range — checked by the caller),
 // writing K/V into the ring and the last token's logits into t->logits.

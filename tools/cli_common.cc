@@ -17,7 +17,10 @@ const char kSessionFlagsHelp[] =
     "      --ctx N             KV ring slots (default: the model's context)\n"
     "      --sinks N           attention-sink positions kept when the ring wraps (default 4)\n"
     "      --kv f32|f16        KV cache precision (default f32)\n"
-    "      --threads N         threads (default 1)\n";
+    "      --threads N         threads (default 1)\n"
+    "      --backend NAME      native (default): every matmul on this CPU's kernels; xnnpack:\n"
+    "                          f32 weight matrices on XNNPACK (builds that have it; the session\n"
+    "                          then holds XNNPACK's packed copy of them)\n";
 
 bool parse_u32(const char* s, uint32_t* out) {
   char* end = nullptr;
@@ -42,7 +45,8 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
   static const char* const kWithValue[] = {"--temp",  "--top-k",       "--top-p",
                                            "--min-p", "--repeat-penalty", "--repeat-last-n",
                                            "--seed",  "--ctx",         "--sinks",
-                                           "--kv",    "--threads",     "--logit-bias"};
+                                           "--kv",    "--threads",     "--logit-bias",
+                                           "--backend"};
   *handled = false;
   bool known = false;
   for (const char* k : kWithValue) known |= a == k;
@@ -86,6 +90,10 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
     else ok = false;
   } else if (a == "--threads") {
     ok = parse_u32(v, &cfg.n_threads);
+  } else if (a == "--backend") {
+    // argv outlives the config.
+    ok = !strcmp(v, "native") || !strcmp(v, "xnnpack");
+    cfg.backend = v;
   } else if (a == "--logit-bias") {
     const char* eq = strchr(v, '=');
     char* end = nullptr;

@@ -68,6 +68,11 @@ const char kUsage[] =
     "                          resolves to), or force ref, avx2, avx512, neon, dotprod, i8mm,\n"
     "                          armv7; one row per table, \"unsupported\" where this CPU or build\n"
     "                          lacks it\n"
+    "      --backend LIST      matmul backends, comma-separated (default native): native = the\n"
+    "                          kernel table above; xnnpack = f32 weight matrices on XNNPACK\n"
+    "                          (column \"XNNPACK+CPU/<kernels>\": the rest stays native), e.g.\n"
+    "                          --backend native,xnnpack to compare in one table; \"unsupported\"\n"
+    "                          without XNNPACK in the build or without f32 matrices\n"
     "  -r, --repetitions N     timed repetitions per test (default 5)\n"
     "  -b, --batch N           prefill tokens per forward pass (n_batch; default min(p, 512))\n"
     "      --kv f32|f16        KV cache precision (default f32)\n"
@@ -403,7 +408,7 @@ int cmd_bench(int argc, char** argv) {
   bool quant_given = false, as_llama = false;
   uint32_t seed = 1, layers = 0, n_prompt = 128, n_gen = 128, reps = 5, batch = 0, bw_mib = 256;
   std::vector<uint32_t> threads;
-  std::vector<std::string> kernels;
+  std::vector<std::string> kernels, backends;
   rlm_kv_dtype kv = RLM_KV_F32;
 
   for (int i = 1; i < argc; ++i) {
@@ -451,6 +456,10 @@ int cmd_bench(int argc, char** argv) {
     } else if (a == "-k" || a == "--kernels") {
       if (!need()) return 2;
       ok = parse_name_list(v, &kernels);
+    } else if (a == "--backend") {
+      if (!need()) return 2;
+      ok = parse_name_list(v, &backends);
+      for (const std::string& b : backends) ok = ok && (b == "native" || b == "xnnpack");
     } else if (a == "-r" || a == "--repetitions") {
       if (!need()) return 2;
       ok = parse_u32(v, &reps) && reps > 0;
@@ -489,6 +498,7 @@ int cmd_bench(int argc, char** argv) {
   }
   if (threads.empty()) threads.push_back(1);
   if (kernels.empty()) kernels.push_back("auto");
+  if (backends.empty()) backends.push_back("native");
 
   // ---- model ----
   ModelBytes bytes;
@@ -583,80 +593,86 @@ int cmd_bench(int argc, char** argv) {
       if (auto_name.empty()) auto_name = "auto";
     }
     cfg.kernels = is_auto ? nullptr : kname.c_str();
-    const std::string backend = "CPU/" + (is_auto ? auto_name : kname);
-    for (uint32_t nt : threads) {
-      cfg.n_threads = nt;
-      RunResult rr{backend, nt, false, 0.0, 0};
-      size_t need = 0, align = 0;
-      SessionMemory sm;
-      st = rlm_session_memory(&model, &cfg, &need, &align);
-      if (st == RLM_OK) {
-        sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
-        if (!sm.mem) {
-          fprintf(stderr, "ringlm bench: cannot allocate %zu bytes of session memory\n", need);
+    const std::string cpu = "CPU/" + (is_auto ? auto_name : kname);
+    for (const std::string& bname : backends) {
+      cfg.backend = bname.c_str();
+      const std::string backend = (bname == "xnnpack" ? "XNNPACK+" : "") + cpu;
+      for (uint32_t nt : threads) {
+        cfg.n_threads = nt;
+        RunResult rr{backend, nt, false, 0.0, 0};
+        size_t need = 0, align = 0;
+        SessionMemory sm;
+        st = rlm_session_memory(&model, &cfg, &need, &align);
+        if (st == RLM_OK) {
+          sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
+          if (!sm.mem) {
+            fprintf(stderr, "ringlm bench: cannot allocate %zu bytes of session memory\n", need);
+            return 1;
+          }
+          st = rlm_session_init(&model, &cfg, sm.mem, need, &sm.s);
+        }
+        if (st != RLM_OK) sm.s = nullptr;
+        rlm_session* const s = sm.s;
+        if (st != RLM_OK) {
+          char why[256];
+          rlm_session_config_check(&model, &cfg, why, sizeof why);
+          fprintf(stderr, "ringlm bench: %s, %u thread(s): session: %s%s%s\n", backend.c_str(), nt,
+                  rlm_status_string(st), *why ? ": " : "", why);
+          for (const std::string* t : {&pp_name, &tg_name}) {
+            if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
+            Row row;
+            row.threads = nt;
+            row.test = *t;
+            print_row(label, size_s, params_s, backend, row);
+          }
+          results.push_back(rr);
+          continue;
+        }
+        rr.supported = true;
+        rr.session_bytes = need;
+        if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
+          fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
           return 1;
         }
-        st = rlm_session_init(&model, &cfg, sm.mem, need, &sm.s);
-      }
-      if (st != RLM_OK) sm.s = nullptr;
-      rlm_session* const s = sm.s;
-      if (st != RLM_OK) {
-        fprintf(stderr, "ringlm bench: %s, %u thread(s): session: %s\n", backend.c_str(), nt,
-                rlm_status_string(st));
-        for (const std::string* t : {&pp_name, &tg_name}) {
-          if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
-          Row row;
-          row.threads = nt;
-          row.test = *t;
+        Runner run;
+        run.s = s;
+        run.vocab = info.vocab_size;
+        run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
+        double secs = 0;
+        // Warm-up (untimed): faults the weights in and settles clocks.
+        fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
+        if ((n_prompt && !run.pp(n_prompt, &secs)) ||
+            (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
+          fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
+          return 1;
+        }
+        if (n_prompt) {
+          std::vector<double> v;
+          for (uint32_t r = 0; r < reps; ++r) {
+            if (!run.pp(n_prompt, &secs)) {
+              fprintf(stderr, "ringlm bench: %s: %s\n", pp_name.c_str(), run.error.c_str());
+              return 1;
+            }
+            v.push_back(n_prompt / secs);
+          }
+          Row row{nt, pp_name, true, stats_of(v)};
           print_row(label, size_s, params_s, backend, row);
         }
+        if (n_gen) {
+          std::vector<double> v;
+          for (uint32_t r = 0; r < reps; ++r) {
+            if (!run.tg(n_gen, &secs)) {
+              fprintf(stderr, "ringlm bench: %s: %s\n", tg_name.c_str(), run.error.c_str());
+              return 1;
+            }
+            v.push_back(n_gen / secs);
+          }
+          Row row{nt, tg_name, true, stats_of(v)};
+          print_row(label, size_s, params_s, backend, row);
+          rr.tg_tps = row.tps.mean;
+        }
         results.push_back(rr);
-        continue;
       }
-      rr.supported = true;
-      rr.session_bytes = need;
-      if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
-        fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
-        return 1;
-      }
-      Runner run;
-      run.s = s;
-      run.vocab = info.vocab_size;
-      run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
-      double secs = 0;
-      // Warm-up (untimed): faults the weights in and settles clocks.
-      fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
-      if ((n_prompt && !run.pp(n_prompt, &secs)) ||
-          (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
-        fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
-        return 1;
-      }
-      if (n_prompt) {
-        std::vector<double> v;
-        for (uint32_t r = 0; r < reps; ++r) {
-          if (!run.pp(n_prompt, &secs)) {
-            fprintf(stderr, "ringlm bench: %s: %s\n", pp_name.c_str(), run.error.c_str());
-            return 1;
-          }
-          v.push_back(n_prompt / secs);
-        }
-        Row row{nt, pp_name, true, stats_of(v)};
-        print_row(label, size_s, params_s, backend, row);
-      }
-      if (n_gen) {
-        std::vector<double> v;
-        for (uint32_t r = 0; r < reps; ++r) {
-          if (!run.tg(n_gen, &secs)) {
-            fprintf(stderr, "ringlm bench: %s: %s\n", tg_name.c_str(), run.error.c_str());
-            return 1;
-          }
-          v.push_back(n_gen / secs);
-        }
-        Row row{nt, tg_name, true, stats_of(v)};
-        print_row(label, size_s, params_s, backend, row);
-        rr.tg_tps = row.tps.mean;
-      }
-      results.push_back(rr);
     }
   }
   struct rusage ru;
@@ -713,12 +729,15 @@ int cmd_bench(int argc, char** argv) {
   if (!synthetic.empty()) printf(" (synthetic build %.2f s)", build_s);
   printf(" | file %s | weights %s", human_bytes(static_cast<double>(bytes.size())).c_str(),
          size_s.c_str());
+  std::vector<std::string> shown;  // session bytes once per backend column (its first run)
   for (const RunResult& r : results) {
-    if (!r.supported) continue;
-    printf(" | session %s (n_ctx %u, n_batch %u, kv %s)",
-           human_bytes(static_cast<double>(r.session_bytes)).c_str(), cfg.n_ctx, cfg.n_batch,
-           kv == RLM_KV_F16 ? "f16" : "f32");
-    break;
+    if (!r.supported || std::find(shown.begin(), shown.end(), r.backend) != shown.end()) continue;
+    shown.push_back(r.backend);
+    printf(" | session %s%s%s (n_ctx %u, n_batch %u, kv %s)",
+           human_bytes(static_cast<double>(r.session_bytes)).c_str(),
+           backends.size() > 1 || kernels.size() > 1 ? " " : "",
+           backends.size() > 1 || kernels.size() > 1 ? r.backend.c_str() : "", cfg.n_ctx,
+           cfg.n_batch, kv == RLM_KV_F16 ? "f16" : "f32");
   }
   printf(" | peak RSS %s\n", human_bytes(peak_rss).c_str());
   fflush(stdout);

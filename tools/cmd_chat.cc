@@ -214,7 +214,10 @@ int cmd_chat(int argc, char** argv) {
 
   size_t bytes = 0, align = 0;
   if ((st = rlm_session_memory(&model, &flags.config, &bytes, &align)) != RLM_OK) {
-    fprintf(stderr, "ringlm chat: session config: %s\n", rlm_status_string(st));
+    char why[256];
+    rlm_session_config_check(&model, &flags.config, why, sizeof why);
+    fprintf(stderr, "ringlm chat: session config: %s%s%s\n", rlm_status_string(st),
+            *why ? ": " : "", why);
     return 1;
   }
   void* mem = aligned_alloc(align, (bytes + align - 1) / align * align);

@@ -149,7 +149,11 @@ int cmd_generate(int argc, char** argv) {
   if (!model) return fail("model", model.code(), model.message());
 
   ringlm::Result<ringlm::MemoryRequirement> need = ringlm::Session::memory_required(*model, cfg);
-  if (!need) return fail("session config", need.code(), "");
+  if (!need) {
+    char why[256];
+    rlm_session_config_check(model->get(), &cfg, why, sizeof why);
+    return fail("session config", need.code(), why);
+  }
   const size_t bytes = need->bytes;
   // The tool owns the session memory; the runtime only borrows it.
   ringlm::AlignedMemory mem(need->alignment, bytes);

@@ -51,6 +51,8 @@ typedef enum rlm_status {
   RLM_ERR_THREADS = 10,           /* worker threads could not be started */
   RLM_ERR_NOT_FOUND = 11,         /* no such token piece / the model has no such entry */
   RLM_ERR_UNSUPPORTED = 12,       /* requested feature (e.g. a kernel ISA) not available here */
+  RLM_ERR_BACKEND = 13,           /* a backend library failed at init (XNNPACK refused an
+                                     operator, or needed more than the memory bound reserved) */
   /* Model verification failures (rlm_model_open). */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
   RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
@@ -123,13 +125,39 @@ typedef struct rlm_session_config {
                                  "avx2", "avx512", "neon", "dotprod", "i8mm", "armv7" (init fails
                                  with RLM_ERR_UNSUPPORTED if this CPU or build lacks it). Only
                                  read during init. */
+  /* Added after the first release: a struct_size that ends before `backend` (an older header's
+   * sizeof) is still accepted and means backend = NULL. */
+  const char* backend;        /* NULL or "native": every matmul on `kernels`. "xnnpack": f32
+                                 weight matrices on XNNPACK's f32 fully-connected operators (one
+                                 per matrix and thread, run on the session's threads), the rest
+                                 (f16, q8, q4 matrices, attention, norms) on `kernels`. XNNPACK
+                                 packs its own copy of each f32 matrix into the session memory:
+                                 the session grows by about the f32 weight bytes, and
+                                 rlm_session_memory returns an upper bound, not the exact size.
+                                 RLM_ERR_UNSUPPORTED when the build has no XNNPACK, it cannot
+                                 initialise on this CPU, or the model has no f32 matrix;
+                                 RLM_ERR_INVALID_ARGUMENT for an unknown name. The first
+                                 "xnnpack" config of a process initialises XNNPACK, whose CPU
+                                 detection (cpuinfo) allocates once with malloc; a process using
+                                 this backend must not call xnn_initialize itself. */
 } rlm_session_config;
 
 RLM_API void rlm_session_config_default(rlm_session_config* config);
 
-/* Exact bytes and alignment a session needs for this model and config. */
+/* Bytes and alignment a session needs for this model and config: exact for the native backend,
+ * an upper bound computed from the shapes for "xnnpack" (XNNPACK's allocations, made inside the
+ * block at init, are not known in advance; init fails with RLM_ERR_BACKEND rather than overrun
+ * it). Either way, init succeeds with exactly this many bytes. */
 RLM_API rlm_status rlm_session_memory(const rlm_model* model, const rlm_session_config* config,
                                       size_t* bytes, size_t* alignment);
+
+/* Why rlm_session_memory / rlm_session_init refuse `config` for `model`: the status they return
+ * for it (RLM_OK: nothing to refuse) and, in `message` (cap bytes, NUL-terminated, may be NULL
+ * when cap is 0), the reason. Allocates nothing beyond what the config itself implies (see
+ * backend). */
+RLM_API rlm_status rlm_session_config_check(const rlm_model* model,
+                                            const rlm_session_config* config, char* message,
+                                            size_t cap);
 
 typedef struct rlm_session rlm_session;
 
@@ -142,8 +170,28 @@ RLM_API rlm_status rlm_session_init(const rlm_model* model, const rlm_session_co
 /* Message for the last failed call on this session ("" if none). Never NULL. */
 RLM_API const char* rlm_session_error(const rlm_session* session);
 
-/* Ends the session: joins its worker threads. The memory may be reused afterwards. */
+/* Ends the session: joins its worker threads (and deletes its XNNPACK operators). The memory may
+ * be reused afterwards. */
 RLM_API rlm_status rlm_session_release(rlm_session* session);
+
+/* What runs where in a session. */
+typedef struct rlm_session_info {
+  uint32_t struct_size;
+  const char* kernels;       /* the native kernel table in use: "avx512", "neon", "ref", ... */
+  const char* backend;       /* "native" or "xnnpack", as configured */
+  /* Per weight type of the matmuls: "xnnpack", or the kernels name when they run natively. */
+  const char* matmul_f32;
+  const char* matmul_f16;
+  const char* matmul_q8;
+  const char* matmul_q4;
+  uint32_t xnnpack_operators; /* XNNPACK operators created (matrices x threads with rows) */
+  size_t xnnpack_reserved;   /* session bytes reserved for XNNPACK (the bound) */
+  size_t xnnpack_used;       /* of which XNNPACK's allocations took */
+} rlm_session_info;
+
+RLM_API void rlm_session_info_default(rlm_session_info* info);
+/* Fills `info` (strings are static). RLM_ERR_STRUCT_SIZE if info->struct_size is unknown. */
+RLM_API rlm_status rlm_session_get_info(const rlm_session* session, rlm_session_info* info);
 
 /* Forget everything: position 0, nothing pending, stops and sampling kept. */
 RLM_API rlm_status rlm_session_reset(rlm_session* session);
