@@ -30,10 +30,11 @@ namespace ringlm_test {
 
 // ---- GGUF ------------------------------------------------------------------------------------
 
-// Writes GGUF v3 files (alignment 32).
+// Writes GGUF v3 files (alignment 32). Tensor data is passed already encoded (see ggml_type).
 class GgufWriter {
  public:
-  enum : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 30 };
+  // ggml_type values of the tensor types written here.
+  enum : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kBF16 = 30 };
   void kv_u32(const std::string& k, uint32_t v) { key(k, 4); pod(v); }
   void kv_f32(const std::string& k, float v) { key(k, 6); pod(v); }
   void kv_bool(const std::string& k, bool v) { key(k, 7); pod(static_cast<uint8_t>(v)); }

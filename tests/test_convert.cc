@@ -28,6 +28,7 @@
 #include "fp16.h"
 #include "gtest/gtest.h"
 #include "model.h"
+#include "model_writers.h"
 #include "quant.h"
 #include "testing.h"
 
@@ -40,6 +41,7 @@ using fb::DType;
 using fb::TensorRole;
 using json = nlohmann::json;
 using ringlm_test::AlignedBuffer;
+using ringlm_test::GgufWriter;
 using ringlm_test::shared_path;
 
 // ---- helpers --------------------------------------------------------------------------------
@@ -411,7 +413,7 @@ TEST(ConvertExact, GgufF32MatchesFileBytes) {
     TensorRole role;
     int32_t layer;
     ASSERT_TRUE(gguf_role(kv.first, &role, &layer)) << kv.first;
-    ASSERT_EQ(kv.second.type, 0u);
+    ASSERT_EQ(kv.second.type, GgufWriter::kF32);
     const fb::Tensor* t = model_find_tensor(*c.m, role, layer);
     ASSERT_NE(t, nullptr) << kv.first;
     // GGUF ne = (cols, rows); ours (rows, cols).
@@ -494,7 +496,7 @@ TEST(ConvertExact, GgufF16ToF16AndF32AreExact) {
     const fb::Tensor* t16 = model_find_tensor(*c16.m, role, layer);
     const fb::Tensor* t32 = model_find_tensor(*c32.m, role, layer);
     ASSERT_TRUE(t16 && t32) << kv.first;
-    if (kv.second.type != 1) continue;
+    if (kv.second.type != GgufWriter::kF16) continue;
     ++f16_tensors;
     EXPECT_EQ(memcmp(c16.m->bytes + t16->offset(), file.data() + kv.second.offset, t16->size()), 0)
         << kv.first;
@@ -528,7 +530,7 @@ TEST(ConvertExact, GgufQ8_0ToQ8CopiesBlocksExactly) {
   ASSERT_EQ(f32.status, RLM_OK) << err;
   int q8_tensors = 0;
   for (const auto& kv : ts) {
-    if (kv.second.type != 8) continue;
+    if (kv.second.type != GgufWriter::kQ8_0) continue;
     ++q8_tensors;
     TensorRole role;
     int32_t layer;
@@ -591,81 +593,6 @@ TEST(ConvertExact, Stories260KGgufMatchesLlama2c) {
 
 // ---- synthetic GGUF -------------------------------------------------------------------------
 
-// Writes GGUF v3 files for tests.
-class GgufWriter {
- public:
-  void kv_u32(const std::string& k, uint32_t v) { key(k, 4); pod(v); }
-  void kv_f32(const std::string& k, float v) { key(k, 6); pod(v); }
-  void kv_bool(const std::string& k, bool v) { key(k, 7); pod(static_cast<uint8_t>(v)); }
-  void kv_str(const std::string& k, const std::string& v) { key(k, 8); str(v); }
-  void kv_strs(const std::string& k, const std::vector<std::string>& v) {
-    key(k, 9);
-    pod(uint32_t{8});
-    pod(static_cast<uint64_t>(v.size()));
-    for (const auto& s : v) str(s);
-  }
-  void kv_f32s(const std::string& k, const std::vector<float>& v) {
-    key(k, 9);
-    pod(uint32_t{6});
-    pod(static_cast<uint64_t>(v.size()));
-    for (float f : v) pod(f);
-  }
-  void kv_i32s(const std::string& k, const std::vector<int32_t>& v) {
-    key(k, 9);
-    pod(uint32_t{5});
-    pod(static_cast<uint64_t>(v.size()));
-    for (int32_t x : v) pod(x);
-  }
-  // ne = (cols[, rows]); data already in the ggml encoding.
-  void tensor(const std::string& name, std::vector<uint64_t> ne, uint32_t type, std::string data) {
-    tensors_.push_back({name, ne, type, std::move(data)});
-  }
-  std::string finish() const {
-    std::string out;
-    auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
-    uint32_t magic = 0x46554747u, version = 3;
-    uint64_t nt = tensors_.size();
-    put(&magic, 4);
-    put(&version, 4);
-    put(&nt, 8);
-    put(&n_kv_, 8);
-    out += kv_;
-    uint64_t off = 0;
-    for (const auto& t : tensors_) {
-      uint64_t n = t.name.size();
-      put(&n, 8);
-      out += t.name;
-      uint32_t nd = static_cast<uint32_t>(t.ne.size());
-      put(&nd, 4);
-      for (uint64_t d : t.ne) put(&d, 8);
-      put(&t.type, 4);
-      put(&off, 8);
-      off += (t.data.size() + 31) / 32 * 32;
-    }
-    out.resize((out.size() + 31) / 32 * 32, '\0');
-    for (const auto& t : tensors_) {
-      out += t.data;
-      out.resize((out.size() + 31) / 32 * 32, '\0');
-    }
-    return out;
-  }
-
- private:
-  struct T {
-    std::string name;
-    std::vector<uint64_t> ne;
-    uint32_t type;
-    std::string data;
-  };
-  template <typename V>
-  void pod(V v) { kv_.append(reinterpret_cast<const char*>(&v), sizeof v); }
-  void str(const std::string& s) { pod(static_cast<uint64_t>(s.size())); kv_ += s; }
-  void key(const std::string& k, uint32_t type) { str(k); pod(type); ++n_kv_; }
-  std::string kv_;
-  uint64_t n_kv_ = 0;
-  std::vector<T> tensors_;
-};
-
 std::string f32_bytes(size_t n, uint32_t seed, float mean, float sd) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(mean, sd);
@@ -692,7 +619,7 @@ std::string q4_0_bytes(size_t n, uint32_t seed) {
 struct TinyGguf {
   uint32_t dim = 32, n_layers = 1, heads = 2, kv_heads = 1, ffn = 64;
   std::string arch = "llama";
-  uint32_t matrix_type = 2;  // Q4_0
+  uint32_t matrix_type = GgufWriter::kQ4_0;
   bool extra_unknown_tensor = false;
   uint32_t bos = 1;
   std::vector<std::string> pieces = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b",
@@ -724,11 +651,13 @@ struct TinyGguf {
     const uint64_t V = pieces.size(), D = dim, hd = dim / heads, kv = kv_heads * hd, F = ffn;
     uint32_t seed = 1;
     auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols) {
-      const std::string data = matrix_type == 2 ? q4_0_bytes(rows * cols, seed++)
+      const std::string data = matrix_type == GgufWriter::kQ4_0 ? q4_0_bytes(rows * cols, seed++)
                                                 : f32_bytes(rows * cols, seed++, 0.0f, 0.1f);
       w.tensor(name, {cols, rows}, matrix_type, data);
     };
-    auto vec = [&](const std::string& name) { w.tensor(name, {D}, 0, f32_bytes(D, seed++, 1.0f, 0.1f)); };
+    auto vec = [&](const std::string& name) {
+      w.tensor(name, {D}, GgufWriter::kF32, f32_bytes(D, seed++, 1.0f, 0.1f));
+    };
     matrix("token_embd.weight", V, D);
     for (uint32_t l = 0; l < n_layers; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
@@ -743,7 +672,8 @@ struct TinyGguf {
       matrix(p + "ffn_up.weight", F, D);
     }
     vec("output_norm.weight");
-    if (extra_unknown_tensor) w.tensor("blk.0.attn_q_norm.weight", {D}, 0, f32_bytes(D, 99, 1, 0));
+    if (extra_unknown_tensor)
+      w.tensor("blk.0.attn_q_norm.weight", {D}, GgufWriter::kF32, f32_bytes(D, 99, 1, 0));
     return w.finish();
   }
 };
@@ -779,7 +709,7 @@ TEST(ConvertGguf, Q4_0ImportsWithoutRequantization) {
   EXPECT_EQ(q4.m->root->chat_template()->str(), "{{ messages }}");
   int matrices = 0;
   for (const auto& kv : ts) {
-    if (kv.second.type != 2) continue;
+    if (kv.second.type != GgufWriter::kQ4_0) continue;
     ++matrices;
     TensorRole role;
     int32_t layer;
