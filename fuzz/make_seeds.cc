@@ -14,6 +14,7 @@
 #include "convert/readers.h"
 #include "fixtures.h"
 #include "fuzz_common.h"
+#include "model_writers.h"
 #include "seed_writers.h"
 
 using namespace ringlm_fuzz;
@@ -147,27 +148,15 @@ json bpe_tokenizer_json(const TokenizerData& t) {
   return j;
 }
 
+// The SentencePiece tokenizer.json of `t` (<unk> <s> </s> special), with a BOS post-processor
+// and a decoder, so the reader's handling of both is fuzzed too.
 json sp_tokenizer_json(const TokenizerData& t) {
-  json vocab = json::object();
-  for (size_t i = 0; i < t.pieces.size(); ++i) vocab[t.pieces[i]] = i;
-  return {{"version", "1.0"},
-          {"added_tokens",
-           {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
-            {{"id", 1}, {"content", "<s>"}, {"special", true}},
-            {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
-          {"normalizer",
-           {{"type", "Sequence"},
-            {"normalizers",
-             {{{"type", "Prepend"}, {"prepend", "\xe2\x96\x81"}},
-              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xe2\x96\x81"}}}}}},
-          {"pre_tokenizer", nullptr},
-          {"post_processor",
-           {{"type", "TemplateProcessing"},
-            {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}}},
-          {"decoder", {{"type", "Sequence"}, {"decoders", json::array()}}},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()},
-                     {"byte_fallback", true}, {"unk_token", "<unk>"}}}};
+  json j = ringlm_test::sp_tokenizer_json(t.pieces, {0, 1, 2});
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}};
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", json::array()}};
+  return j;
 }
 
 // ---- model shapes ----------------------------------------------------------------------------------

@@ -320,22 +320,20 @@ inline ringlm::conv::TokenizerData simple_vocab(uint32_t n) {
   return t;
 }
 
-// Writes a Hugging Face directory: config.json, model.safetensors (BF16 matrices and vectors, as
-// checkpoints are published), tokenizer.json (BPE, byte fallback, no merges) for `vocab`.
-inline bool write_hf_dir(const std::string& dir, const nlohmann::json& config,
-                         const ringlm::conv::ModelData& ckpt,
-                         const ringlm::conv::TokenizerData& vocab) {
-  if (!write_bytes(dir + "/config.json", config.dump(2))) return false;
-  std::vector<SafetensorsEntry> entries;
-  for (const auto& t : ckpt.tensors)
-    entries.push_back({t.name, "BF16", t.shape, bf16_bytes(load_values(t))});
-  if (!write_bytes(dir + "/model.safetensors", safetensors_file(entries))) return false;
+// A SentencePiece-style BPE tokenizer.json, laid out as Llama 2 / TinyStories checkpoints ship
+// it: the normalizer prepends "▁" (U+2581) and turns spaces into it, no pre-tokenizer, byte
+// fallback, unk "<unk>". `pieces` is the vocabulary (id = index, every piece in "vocab"); the ids
+// in `special` are also listed as added special tokens; `merges` goes in as given (tokenizer.json
+// accepts "a b" strings and ["a", "b"] pairs).
+inline nlohmann::json sp_tokenizer_json(const std::vector<std::string>& pieces,
+                                        const std::vector<uint32_t>& special,
+                                        const nlohmann::json& merges = nlohmann::json::array()) {
   nlohmann::json v = nlohmann::json::object();
-  for (size_t i = 0; i < vocab.pieces.size(); ++i) v[vocab.pieces[i]] = i;
+  for (size_t i = 0; i < pieces.size(); ++i) v[pieces[i]] = i;
   nlohmann::json added = nlohmann::json::array();
-  for (int i = 0; i < 3; ++i)
-    added.push_back({{"id", i}, {"content", vocab.pieces[i]}, {"special", true}});
-  const nlohmann::json tok = {
+  for (uint32_t id : special)
+    added.push_back({{"id", id}, {"content", pieces.at(id)}, {"special", true}});
+  return {
       {"version", "1.0"},
       {"added_tokens", added},
       {"normalizer",
@@ -346,8 +344,21 @@ inline bool write_hf_dir(const std::string& dir, const nlohmann::json& config,
       {"pre_tokenizer", nullptr},
       {"model",
        {{"type", "BPE"}, {"byte_fallback", true}, {"unk_token", "<unk>"}, {"vocab", v},
-        {"merges", nlohmann::json::array()}}}};
-  return write_bytes(dir + "/tokenizer.json", tok.dump());
+        {"merges", merges}}}};
+}
+
+// Writes a Hugging Face directory: config.json, model.safetensors (BF16 matrices and vectors, as
+// checkpoints are published), tokenizer.json (sp_tokenizer_json: <unk> <s> </s> special, no
+// merges) for `vocab`.
+inline bool write_hf_dir(const std::string& dir, const nlohmann::json& config,
+                         const ringlm::conv::ModelData& ckpt,
+                         const ringlm::conv::TokenizerData& vocab) {
+  if (!write_bytes(dir + "/config.json", config.dump(2))) return false;
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& t : ckpt.tensors)
+    entries.push_back({t.name, "BF16", t.shape, bf16_bytes(load_values(t))});
+  if (!write_bytes(dir + "/model.safetensors", safetensors_file(entries))) return false;
+  return write_bytes(dir + "/tokenizer.json", sp_tokenizer_json(vocab.pieces, {0, 1, 2}).dump());
 }
 
 // The GGUF llama.cpp's convert_hf_to_gguf.py makes of `ckpt` (config `c`), tokenizer `vocab`.

@@ -945,26 +945,10 @@ struct TinyHf {
     } else {
       write_file(dir + "/model.safetensors", st_file(hdr, data));
     }
-    // tokenizer.json: BPE, merges as strings and as pairs; added special token.
-    json v = json::object();
-    for (size_t i = 0; i < vocab.size(); ++i) v[vocab[i]] = i;
-    json tok = {
-        {"version", "1.0"},
-        {"added_tokens",
-         {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
-          {{"id", 1}, {"content", "<s>"}, {"special", true}},
-          {{"id", 2}, {"content", "</s>"}, {"special", true}},
-          {{"id", 9}, {"content", "<|im_end|>"}, {"special", true}}}},
-        {"normalizer",
-         {{"type", "Sequence"},
-          {"normalizers",
-           {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
-            {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}}}}},
-        {"pre_tokenizer", nullptr},
-        {"model",
-         {{"type", "BPE"}, {"byte_fallback", true}, {"unk_token", "<unk>"}, {"vocab", v},
-          {"merges", {"a b", {"\xE2\x96\x81", "a"}}}}}};
-    write_file(dir + "/tokenizer.json", tok.dump());
+    // tokenizer.json: BPE, merges as strings and as pairs; added special token <|im_end|> (9).
+    const json merges = {"a b", {"\xE2\x96\x81", "a"}};
+    write_file(dir + "/tokenizer.json",
+               ringlm_test::sp_tokenizer_json(vocab, {0, 1, 2, 9}, merges).dump());
     json tc = {{"add_bos_token", false}, {"bos_token", "<s>"},
                {"eos_token", {{"content", "</s>"}}}, {"chat_template", "{% for m in messages %}{{ m }}{% endfor %}"}};
     write_file(dir + "/tokenizer_config.json", tc.dump());
