@@ -43,5 +43,10 @@ install(FILES "${PROJECT_BINARY_DIR}/cmake/ringlmConfig.cmake"
 set(_pcdir "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 file(RELATIVE_PATH RINGLM_PC_RELATIVE_PREFIX "/prefix/${_pcdir}" "/prefix")
 string(REGEX REPLACE "/$" "" RINGLM_PC_RELATIVE_PREFIX "${RINGLM_PC_RELATIVE_PREFIX}")
+# The static library's private dependencies: XNNPACK when the backend is built in.
+set(RINGLM_PC_LIBS_PRIVATE "-lpthread -lm")
+if(RINGLM_HAVE_XNNPACK)
+  set(RINGLM_PC_LIBS_PRIVATE "${RINGLM_PC_LIBS_PRIVATE} -lXNNPACK")
+endif()
 configure_file("${CMAKE_CURRENT_LIST_DIR}/ringlm.pc.in" "${PROJECT_BINARY_DIR}/cmake/ringlm.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/cmake/ringlm.pc" DESTINATION "${_pcdir}")
