@@ -300,7 +300,7 @@ void gguf_seeds(const TokenizerData& sp, const TokenizerData& bpe, const Tokeniz
     GgufWriter g;
     g.kv_str("general.architecture", "llama");
     gguf_tokenizer(g, i ? bpe : sp);
-    seed("gguf", i ? "vocab-bpe.gguf" : "vocab-spm.gguf", g.build());
+    seed("gguf", i ? "vocab-bpe.gguf" : "vocab-spm.gguf", g.finish());
   }
 }
 
@@ -460,7 +460,7 @@ void tokenizer_files_seeds(const TokenizerData& sp, const TokenizerData& bpe, co
   for (int i = 0; i < 2; ++i) {
     GgufWriter g;
     gguf_tokenizer(g, i ? bpe : sp);
-    seed("tokenizer_files", i ? "gguf-bpe" : "gguf-spm", with_kind(2, 0, g.build()));
+    seed("tokenizer_files", i ? "gguf-bpe" : "gguf-spm", with_kind(2, 0, g.finish()));
   }
   seed("tokenizer_files", "json-bpe", with_kind(3, 0, bpe_tokenizer_json(bpe).dump()));
   seed("tokenizer_files", "json-sp", with_kind(3, 0, sp_tokenizer_json(sp).dump()));

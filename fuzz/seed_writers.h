@@ -1,22 +1,24 @@
 // Writers for the seed corpora: small GGUF, safetensors and llama2.c files from a ModelData
 // (random weights), so every reader's seed is a few KB and fuzzing stays fast. Test-time only.
+// The file containers (GGUF, safetensors) are the tests' writers (tests/model_writers.h); what
+// is added here is a ModelData's tensors in each family's checkpoint form and the ggml encodings.
 #ifndef RINGLM_FUZZ_SEED_WRITERS_H_
 #define RINGLM_FUZZ_SEED_WRITERS_H_
 
 #include <stdint.h>
-#include <string.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "convert/families.h"
 #include "convert/ir.h"
+#include "fixtures.h"
 #include "fp16.h"
+#include "model_writers.h"
 
 namespace ringlm_fuzz {
 
@@ -24,6 +26,7 @@ namespace fb = ringlm::fb;
 using ringlm::conv::ModelData;
 using ringlm::conv::TensorData;
 using ringlm::conv::TokenizerData;
+using ringlm_test::GgufWriter;
 
 inline void put_bytes(std::string* o, const void* p, size_t n) {
   o->append(static_cast<const char*>(p), n);
@@ -33,164 +36,92 @@ inline void put(std::string* o, T v) {
   put_bytes(o, &v, sizeof v);
 }
 
-inline std::vector<float> tensor_values(const TensorData& t) {
-  std::vector<float> v;
-  std::string err;
-  if (t.load_f32) t.load_f32(&v, &err);
-  return v;
+// ---- tensor encodings ---------------------------------------------------------------------------
+
+// `values` (row-major) in ggml encoding `type` (GgufWriter's kF32, kF16, kBF16, kQ8_0,
+// kQ4_0). Q8_0 / Q4_0 need rows of whole 32-value blocks: each block is an f16 scale d =
+// amax / 127 (Q8_0) or amax / 7 (Q4_0), then round(v / d) as int8 (Q8_0) or as 4 bits offset by 8,
+// byte j holding values j (low nibble) and j + 16 (high nibble) (Q4_0).
+inline std::string ggml_bytes(const std::vector<float>& values, uint32_t type) {
+  std::string data;
+  switch (type) {
+    case GgufWriter::kF32: return ringlm_test::f32_bytes(values);
+    case GgufWriter::kBF16: return ringlm_test::bf16_bytes(values);
+    case GgufWriter::kF16:
+      for (float f : values) put<uint16_t>(&data, ringlm::f32_to_fp16(f));
+      break;
+    case GgufWriter::kQ8_0:
+      for (size_t b = 0; b < values.size() / 32; ++b) {
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(values[b * 32 + j]));
+        const float d = amax / 127.0f;
+        put<uint16_t>(&data, ringlm::f32_to_fp16(d));
+        for (int j = 0; j < 32; ++j) {
+          const float q = d ? values[b * 32 + j] / d : 0.0f;
+          put<int8_t>(&data, static_cast<int8_t>(std::lround(q)));
+        }
+      }
+      break;
+    case GgufWriter::kQ4_0:
+      for (size_t b = 0; b < values.size() / 32; ++b) {
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(values[b * 32 + j]));
+        const float d = amax / 7.0f;
+        put<uint16_t>(&data, ringlm::f32_to_fp16(d));
+        for (int j = 0; j < 16; ++j) {
+          auto q = [&](int k) {
+            const long v = d ? std::lround(values[b * 32 + k] / d) + 8 : 8;
+            return static_cast<uint8_t>(std::min(15L, std::max(0L, v)));
+          };
+          put<uint8_t>(&data, static_cast<uint8_t>(q(j) | (q(j + 16) << 4)));
+        }
+      }
+      break;
+  }
+  return data;
+}
+
+// ---- the tensors a checkpoint holds -------------------------------------------------------------
+
+// One tensor as checkpoints store it: `role` / `layer` of its (first) model tensor.
+struct CheckpointTensor {
+  fb::TensorRole role;
+  int32_t layer;
+  std::vector<uint64_t> shape;  // (rows, cols) or (n)
+  std::vector<float> values;    // row-major
+};
+
+// The tensors of `m` in checkpoint form: Phi-3's Wq / Wk / Wv as one fused tensor (q, k, v rows;
+// role Wq) and FfnGate / FfnUp as one (gate, up rows; role FfnGate), as both its Hugging Face and
+// its GGUF files hold them; every other tensor as it is.
+inline std::vector<CheckpointTensor> checkpoint_tensors(const ModelData& m) {
+  const bool phi3 = m.arch.family == fb::Family::Phi3;
+  std::map<std::pair<int, int>, std::vector<float>> vals;  // (role, layer) -> values
+  for (const TensorData& t : m.tensors)
+    vals[{static_cast<int>(t.role), t.layer}] = ringlm_test::load_values(t);
+  std::vector<CheckpointTensor> out;
+  for (const TensorData& t : m.tensors) {
+    if (phi3 && (t.role == fb::TensorRole::Wk || t.role == fb::TensorRole::Wv ||
+                 t.role == fb::TensorRole::FfnUp))
+      continue;
+    CheckpointTensor c{t.role, t.layer, t.shape, vals[{static_cast<int>(t.role), t.layer}]};
+    if (phi3 && t.role == fb::TensorRole::Wq) {
+      for (auto r : {fb::TensorRole::Wk, fb::TensorRole::Wv}) {
+        const auto& x = vals[{static_cast<int>(r), t.layer}];
+        c.values.insert(c.values.end(), x.begin(), x.end());
+        c.shape[0] += x.size() / c.shape[1];
+      }
+    } else if (phi3 && t.role == fb::TensorRole::FfnGate) {
+      const auto& x = vals[{static_cast<int>(fb::TensorRole::FfnUp), t.layer}];
+      c.values.insert(c.values.end(), x.begin(), x.end());
+      c.shape[0] *= 2;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 // ---- GGUF v3 ------------------------------------------------------------------------------------
-
-class GgufWriter {
- public:
-  enum : uint32_t { U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STR = 8, ARR = 9 };
-  enum : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kBF16 = 30 };
-
-  void kv_str(const std::string& k, const std::string& v) {
-    key(k, STR);
-    str(&kv_, v);
-    ++n_kv_;
-  }
-  void kv_u32(const std::string& k, uint32_t v) {
-    key(k, U32);
-    put(&kv_, v);
-    ++n_kv_;
-  }
-  void kv_i32(const std::string& k, int32_t v) {
-    key(k, I32);
-    put(&kv_, v);
-    ++n_kv_;
-  }
-  void kv_f32(const std::string& k, float v) {
-    key(k, F32);
-    put(&kv_, v);
-    ++n_kv_;
-  }
-  void kv_bool(const std::string& k, bool v) {
-    key(k, BOOL);
-    put<uint8_t>(&kv_, v ? 1 : 0);
-    ++n_kv_;
-  }
-  void kv_strs(const std::string& k, const std::vector<std::string>& v) {
-    key(k, ARR);
-    put<uint32_t>(&kv_, STR);
-    put<uint64_t>(&kv_, v.size());
-    for (const std::string& s : v) str(&kv_, s);
-    ++n_kv_;
-  }
-  void kv_f32s(const std::string& k, const std::vector<float>& v) {
-    key(k, ARR);
-    put<uint32_t>(&kv_, F32);
-    put<uint64_t>(&kv_, v.size());
-    for (float f : v) put(&kv_, f);
-    ++n_kv_;
-  }
-  void kv_i32s(const std::string& k, const std::vector<int32_t>& v) {
-    key(k, ARR);
-    put<uint32_t>(&kv_, I32);
-    put<uint64_t>(&kv_, v.size());
-    for (int32_t x : v) put(&kv_, x);
-    ++n_kv_;
-  }
-  // shape = (rows, cols) or (n); values row-major.
-  void tensor(const std::string& name, const std::vector<uint64_t>& shape,
-              const std::vector<float>& values, uint32_t type) {
-    std::string data;
-    const uint64_t cols = shape.back();
-    if ((type == kQ8_0 || type == kQ4_0) && cols % 32 != 0) type = kF32;
-    switch (type) {
-      case kF32: put_bytes(&data, values.data(), values.size() * 4); break;
-      case kF16:
-        for (float f : values) put<uint16_t>(&data, ringlm::f32_to_fp16(f));
-        break;
-      case kBF16:
-        for (float f : values) {
-          uint32_t b;
-          memcpy(&b, &f, 4);
-          put<uint16_t>(&data, static_cast<uint16_t>(b >> 16));
-        }
-        break;
-      case kQ8_0:
-        for (size_t b = 0; b < values.size() / 32; ++b) {
-          float amax = 0;
-          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(values[b * 32 + j]));
-          const float d = amax / 127.0f;
-          put<uint16_t>(&data, ringlm::f32_to_fp16(d));
-          for (int j = 0; j < 32; ++j) {
-            const float q = d ? values[b * 32 + j] / d : 0.0f;
-            put<int8_t>(&data, static_cast<int8_t>(std::lround(q)));
-          }
-        }
-        break;
-      case kQ4_0:
-        for (size_t b = 0; b < values.size() / 32; ++b) {
-          float amax = 0;
-          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(values[b * 32 + j]));
-          const float d = amax / 7.0f;
-          put<uint16_t>(&data, ringlm::f32_to_fp16(d));
-          for (int j = 0; j < 16; ++j) {
-            auto q = [&](int k) {
-              const long v = d ? std::lround(values[b * 32 + k] / d) + 8 : 8;
-              return static_cast<uint8_t>(std::min(15L, std::max(0L, v)));
-            };
-            put<uint8_t>(&data, static_cast<uint8_t>(q(j) | (q(j + 16) << 4)));
-          }
-        }
-        break;
-    }
-    Tensor t;
-    t.name = name;
-    t.ne.assign(shape.rbegin(), shape.rend());  // ggml order: ne[0] = cols
-    t.type = type;
-    t.data = data;
-    tensors_.push_back(t);
-  }
-  std::string build() const {
-    std::string o;
-    put<uint32_t>(&o, 0x46554747u);
-    put<uint32_t>(&o, 3);
-    put<uint64_t>(&o, tensors_.size());
-    put<uint64_t>(&o, n_kv_);
-    o += kv_;
-    uint64_t off = 0;
-    std::vector<uint64_t> offs;
-    for (const Tensor& t : tensors_) {
-      str(&o, t.name);
-      put<uint32_t>(&o, static_cast<uint32_t>(t.ne.size()));
-      for (uint64_t d : t.ne) put<uint64_t>(&o, d);
-      put<uint32_t>(&o, t.type);
-      put<uint64_t>(&o, off);
-      offs.push_back(off);
-      off += (t.data.size() + 31) / 32 * 32;
-    }
-    while (o.size() % 32) o += '\0';
-    for (const Tensor& t : tensors_) {
-      o += t.data;
-      while (o.size() % 32) o += '\0';
-    }
-    return o;
-  }
-
- private:
-  struct Tensor {
-    std::string name;
-    std::vector<uint64_t> ne;
-    uint32_t type;
-    std::string data;
-  };
-  static void str(std::string* o, const std::string& s) {
-    put<uint64_t>(o, s.size());
-    *o += s;
-  }
-  void key(const std::string& k, uint32_t type) {
-    str(&kv_, k);
-    put<uint32_t>(&kv_, type);
-  }
-  std::string kv_;
-  uint64_t n_kv_ = 0;
-  std::vector<Tensor> tensors_;
-};
 
 inline const char* gguf_arch_name(fb::Family f) {
   switch (f) {
@@ -234,7 +165,8 @@ inline void gguf_tokenizer(GgufWriter& g, const TokenizerData& t) {
   g.kv_bool("tokenizer.ggml.add_bos_token", t.add_bos);
 }
 
-// A GGUF of `m` (tensors converted to `type` where the shape allows).
+// A GGUF of `m`: matrices in ggml type `type` (F32 where Q8_0 / Q4_0 blocks do not fit a row),
+// 1-D tensors F32.
 inline std::string write_gguf(const ModelData& m, uint32_t type, const std::string& chat = "") {
   GgufWriter g;
   const auto& a = m.arch;
@@ -258,32 +190,18 @@ inline std::string write_gguf(const ModelData& m, uint32_t type, const std::stri
   gguf_tokenizer(g, m.tokenizer);
   if (!chat.empty()) g.kv_str("tokenizer.chat_template", chat);
   const bool phi3 = a.family == fb::Family::Phi3;
-  std::map<std::pair<int, int>, std::vector<float>> vals;  // (role, layer) -> values
-  for (const TensorData& t : m.tensors) vals[{static_cast<int>(t.role), t.layer}] = tensor_values(t);
-  for (const TensorData& t : m.tensors) {
-    const uint32_t ty = t.shape.size() == 2 ? type : GgufWriter::kF32;
-    if (phi3 && (t.role == fb::TensorRole::Wk || t.role == fb::TensorRole::Wv ||
-                 t.role == fb::TensorRole::FfnUp))
-      continue;
-    std::vector<float> v = vals[{static_cast<int>(t.role), t.layer}];
-    std::vector<uint64_t> shape = t.shape;
-    if (phi3 && t.role == fb::TensorRole::Wq) {
-      for (auto r : {fb::TensorRole::Wk, fb::TensorRole::Wv}) {
-        const auto& x = vals[{static_cast<int>(r), t.layer}];
-        v.insert(v.end(), x.begin(), x.end());
-        shape[0] += x.size() / shape[1];
-      }
-    } else if (phi3 && t.role == fb::TensorRole::FfnGate) {
-      const auto& x = vals[{static_cast<int>(fb::TensorRole::FfnUp), t.layer}];
-      v.insert(v.end(), x.begin(), x.end());
-      shape[0] *= 2;
-    }
+  for (const CheckpointTensor& t : checkpoint_tensors(m)) {
+    uint32_t ty = t.shape.size() == 2 ? type : GgufWriter::kF32;
+    if ((ty == GgufWriter::kQ8_0 || ty == GgufWriter::kQ4_0) && t.shape.back() % 32 != 0)
+      ty = GgufWriter::kF32;
     std::string name = ringlm::conv::gguf_tensor_name(a.family, t.role, t.layer);
     if (phi3 && t.role == fb::TensorRole::Wq) name = "blk." + std::to_string(t.layer) + ".attn_qkv.weight";
     if (phi3 && t.role == fb::TensorRole::FfnGate) name = "blk." + std::to_string(t.layer) + ".ffn_up.weight";
-    g.tensor(name, shape, v, ty);
+    // ggml order: ne[0] = cols.
+    g.tensor(name, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), ty,
+             ggml_bytes(t.values, ty));
   }
-  return g.build();
+  return g.finish();
 }
 
 // ---- safetensors --------------------------------------------------------------------------------
@@ -292,68 +210,35 @@ inline std::string write_gguf(const ModelData& m, uint32_t type, const std::stri
 inline std::string write_safetensors(
     const std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>>& ts,
     const std::string& dtype) {
-  nlohmann::json h = nlohmann::json::object();
-  std::string data;
-  for (const auto& e : ts) {
-    const uint64_t begin = data.size();
-    for (float f : e.second.second) {
-      if (dtype == "F32") {
-        put(&data, f);
-      } else if (dtype == "F16") {
-        put<uint16_t>(&data, ringlm::f32_to_fp16(f));
-      } else {
-        uint32_t b;
-        memcpy(&b, &f, 4);
-        put<uint16_t>(&data, static_cast<uint16_t>(b >> 16));
-      }
-    }
-    h[e.first] = {{"dtype", dtype}, {"shape", e.second.first}, {"data_offsets", {begin, data.size()}}};
-  }
-  h["__metadata__"] = {{"format", "pt"}};
-  std::string js = h.dump();
-  while ((8 + js.size()) % 8) js += ' ';
-  std::string o;
-  put<uint64_t>(&o, js.size());
-  return o + js + data;
+  const uint32_t type = dtype == "F32" ? GgufWriter::kF32
+                        : dtype == "F16" ? GgufWriter::kF16
+                                         : GgufWriter::kBF16;
+  std::vector<ringlm_test::SafetensorsEntry> entries;
+  for (const auto& e : ts)
+    entries.push_back({e.first, dtype, e.second.first, ggml_bytes(e.second.second, type)});
+  return ringlm_test::safetensors_file(entries);
 }
 
 // The HF tensors of `m` (Phi-3: fused qkv / gate_up), named per family.
 inline std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>>
 hf_tensors(const ModelData& m) {
   const auto& a = m.arch;
-  const bool phi3 = a.family == fb::Family::Phi3;
   const bool gemma = a.family == fb::Family::Gemma2 || a.family == fb::Family::Gemma3;
-  std::map<std::pair<int, int>, std::vector<float>> vals;
-  for (const TensorData& t : m.tensors) vals[{static_cast<int>(t.role), t.layer}] = tensor_values(t);
   std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>> out;
-  for (const TensorData& t : m.tensors) {
-    if (phi3 && (t.role == fb::TensorRole::Wk || t.role == fb::TensorRole::Wv ||
-                 t.role == fb::TensorRole::FfnUp))
-      continue;
-    std::vector<float> v = vals[{static_cast<int>(t.role), t.layer}];
-    std::vector<uint64_t> shape = t.shape;
-    if (phi3 && t.role == fb::TensorRole::Wq) {
-      for (auto r : {fb::TensorRole::Wk, fb::TensorRole::Wv}) {
-        const auto& x = vals[{static_cast<int>(r), t.layer}];
-        v.insert(v.end(), x.begin(), x.end());
-        shape[0] += x.size() / shape[1];
-      }
-    } else if (phi3 && t.role == fb::TensorRole::FfnGate) {
-      const auto& x = vals[{static_cast<int>(fb::TensorRole::FfnUp), t.layer}];
-      v.insert(v.end(), x.begin(), x.end());
-      shape[0] *= 2;
-    }
+  for (CheckpointTensor& t : checkpoint_tensors(m)) {
     // Gemma HF norms are stored as w (the reader adds 1).
     if (gemma && t.shape.size() == 1 && t.role != fb::TensorRole::Bq &&
         t.role != fb::TensorRole::Bk && t.role != fb::TensorRole::Bv) {
-      for (float& f : v) f -= 1.0f;
+      for (float& f : t.values) f -= 1.0f;
     }
-    out.push_back({ringlm::conv::hf_tensor_name(a.family, t.role, t.layer), {shape, v}});
+    out.push_back({ringlm::conv::hf_tensor_name(a.family, t.role, t.layer),
+                   {std::move(t.shape), std::move(t.values)}});
   }
   return out;
 }
 
-// A random-weight model of `a` (family tensors from family_tensor_specs) with tokenizer `t`.
+// A random-weight model of `a` (family tensors from family_tensor_specs) with tokenizer `t`;
+// weights as ringlm_test::random_weights draws them.
 inline ModelData random_family_model(const ModelData::Arch& a, const TokenizerData& t, uint32_t seed) {
   ModelData m;
   m.arch = a;
@@ -367,18 +252,7 @@ inline ModelData random_family_model(const ModelData::Arch& a, const TokenizerDa
     td.role = spec.role;
     td.layer = spec.layer;
     td.shape = spec.shape;
-    const bool norm = spec.norm;
-    const uint32_t s = seed * 7919u + k++;
-    const auto shape = spec.shape;
-    td.load_f32 = [shape, norm, s](std::vector<float>* out, std::string*) {
-      size_t n = 1;
-      for (uint64_t d : shape) n *= d;
-      std::mt19937 rng(s);
-      std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, norm ? 0.1f : 0.08f);
-      out->resize(n);
-      for (float& v : *out) v = dist(rng);
-      return true;
-    };
+    td.load_f32 = ringlm_test::random_weights(spec.shape, spec.norm, seed * 7919u + k++);
     m.tensors.push_back(std::move(td));
   }
   return m;

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +29,22 @@ inline bool build_model(const std::string& source, const std::string& tokenizer,
   if (!ringlm::conv::build_model_bytes(md, quant, &bytes, err)) return false;
   out->assign(bytes.data(), bytes.size());
   return true;
+}
+
+// A TensorData::load_f32 of random weights that regenerates the same values on every call:
+// N(1, 0.1) for a norm weight, else N(0, 0.08), drawn from mt19937(seed) for every element of
+// `shape`.
+inline std::function<bool(std::vector<float>*, std::string*)> random_weights(
+    std::vector<uint64_t> shape, bool norm, uint32_t seed) {
+  return [shape, norm, seed](std::vector<float>* out, std::string*) {
+    size_t n = 1;
+    for (uint64_t d : shape) n *= d;
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, norm ? 0.1f : 0.08f);
+    out->resize(n);
+    for (float& v : *out) v = dist(rng);
+    return true;
+  };
 }
 
 struct RandomModelShape {
@@ -75,16 +92,7 @@ inline ringlm::conv::ModelData random_model_data(const RandomModelShape& s) {
     td.role = role;
     td.layer = layer;
     td.shape = shape;
-    const uint32_t seed = s.seed * 7919u + counter++;
-    td.load_f32 = [shape, norm, seed](std::vector<float>* out, std::string*) {
-      size_t n = 1;
-      for (uint64_t d : shape) n *= d;
-      std::mt19937 rng(seed);
-      std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, norm ? 0.1f : 0.08f);
-      out->resize(n);
-      for (float& v : *out) v = dist(rng);
-      return true;
-    };
+    td.load_f32 = random_weights(shape, norm, s.seed * 7919u + counter++);
     md.tensors.push_back(std::move(td));
   };
   using R = fb::TensorRole;
