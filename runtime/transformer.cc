@@ -391,7 +391,8 @@ WeightView xnn_slot_weight(const ModelImpl& m, uint32_t slot) {
   }
   static const R kRoles[kXnnLayerSlots] = {R::Wq, R::Wk, R::Wv, R::Wo,
                                            R::FfnGate, R::FfnUp, R::FfnDown};
-  return model_weight(m, kRoles[slot % kXnnLayerSlots], static_cast<int32_t>(slot / kXnnLayerSlots));
+  const int32_t layer = static_cast<int32_t>(slot / kXnnLayerSlots);
+  return model_weight(m, kRoles[slot % kXnnLayerSlots], layer);
 }
 
 bool xnn_takes(const WeightView& w) { return w.present() && w.type == WeightType::F32; }
@@ -449,7 +450,8 @@ Status transformer_xnn_create(const ModelImpl& m, Transformer* t, ErrorSink* err
       uint32_t r0, r1;
       thread_share(w.rows, kRowBlock, i, nt, &r0, &r1);
       if (r0 >= r1) continue;
-      const float* rows = static_cast<const float*>(w.data) + static_cast<size_t>(r0) * w.row_stride;
+      const float* rows =
+          static_cast<const float*>(w.data) + static_cast<size_t>(r0) * w.row_stride;
       void** op = &x.ops[static_cast<size_t>(slot) * nt + i];
       if (!xnnpack_create_f32(&x.arena, rows, r1 - r0, w.cols, w.rows, op, msg, sizeof msg)) {
         transformer_xnn_release(t);

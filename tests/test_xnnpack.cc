@@ -172,8 +172,8 @@ TEST(Xnnpack, Stories260KGreedyMatchesNativeAndGolden) {
   EXPECT_EQ(xnn.text.substr(0, expected.size()), expected);
   EXPECT_EQ(xnn.tokens, native.tokens);
   const double d = rel_diff(native.logits, xnn.logits);
-  printf("[ xnnpack ] stories260K f32 prompt logits, max |xnnpack - native| / max |native| = %.3g\n",
-         d);
+  printf("[ xnnpack ] stories260K f32 prompt logits: max |xnnpack - native| / max |native| "
+         "= %.3g\n", d);
   EXPECT_LT(d, 1e-5);
 }
 
@@ -245,7 +245,8 @@ TEST(Xnnpack, SessionMemoryAndNoHeap) {
     g_calls = 0;
     g_counting = true;
     const rlm_status st_init = rlm_session_init(&o->model, &cfg, mem.data(), need, &s);
-    const rlm_status st_feed = s ? rlm_session_feed_text(s, "Once upon a time", 16) : RLM_ERR_INTERNAL;
+    const rlm_status st_feed =
+        s ? rlm_session_feed_text(s, "Once upon a time", 16) : RLM_ERR_INTERNAL;
     int steps_ok = 0;
     for (int i = 0; s && i < 20; ++i) steps_ok += rlm_step(s, &r) == RLM_OK;
     const rlm_status st_rel = s ? rlm_session_release(s) : RLM_ERR_INTERNAL;
