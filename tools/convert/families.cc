@@ -7,6 +7,8 @@
 #include <map>
 #include <utility>
 
+#include "convert/json_config.h"
+
 namespace ringlm {
 namespace conv {
 namespace {
@@ -23,30 +25,6 @@ std::string lower(std::string s) {
 bool is_gemma(Family f) { return f == Family::Gemma2 || f == Family::Gemma3; }
 
 bool present(const json& cfg, const char* key) { return cfg.contains(key) && !cfg[key].is_null(); }
-
-bool get_u32(const json& cfg, const char* key, bool required, uint32_t* out, std::string* err) {
-  if (!present(cfg, key)) {
-    if (required) *err = std::string("missing '") + key + "'";
-    return !required;
-  }
-  const json& v = cfg[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 0xffffffffll) {
-    *err = std::string("'") + key + "' must be a non-negative integer";
-    return false;
-  }
-  *out = static_cast<uint32_t>(v.get<int64_t>());
-  return true;
-}
-
-bool get_float(const json& cfg, const char* key, float* out, std::string* err) {
-  if (!present(cfg, key)) return true;
-  if (!cfg[key].is_number()) {
-    *err = std::string("'") + key + "' must be a number";
-    return false;
-  }
-  *out = cfg[key].get<float>();
-  return true;
-}
 
 bool truthy(const json& cfg, const char* key) {
   return cfg.contains(key) && cfg[key].is_boolean() && cfg[key].get<bool>();
@@ -232,14 +210,14 @@ bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
   a.norm_eps = 1e-6f;
   a.rope_theta = 10000.0f;
   std::string e;
-  if (!get_u32(cfg, "hidden_size", true, &a.dim, &e) ||
-      !get_u32(cfg, "intermediate_size", true, &a.ffn_dim, &e) ||
-      !get_u32(cfg, "num_hidden_layers", true, &a.n_layers, &e) ||
-      !get_u32(cfg, "num_attention_heads", true, &a.n_heads, &e) ||
-      !get_u32(cfg, "vocab_size", true, &a.vocab_size, &e) ||
-      !get_u32(cfg, "max_position_embeddings", false, &a.max_context, &e) ||
-      !get_float(cfg, "rms_norm_eps", &a.norm_eps, &e) ||
-      !get_float(cfg, "rope_theta", &a.rope_theta, &e)) {
+  if (!json_u32(cfg, "hidden_size", true, &a.dim, &e) ||
+      !json_u32(cfg, "intermediate_size", true, &a.ffn_dim, &e) ||
+      !json_u32(cfg, "num_hidden_layers", true, &a.n_layers, &e) ||
+      !json_u32(cfg, "num_attention_heads", true, &a.n_heads, &e) ||
+      !json_u32(cfg, "vocab_size", true, &a.vocab_size, &e) ||
+      !json_u32(cfg, "max_position_embeddings", false, &a.max_context, &e) ||
+      !json_float(cfg, "rms_norm_eps", &a.norm_eps, &e) ||
+      !json_float(cfg, "rope_theta", &a.rope_theta, &e)) {
     *err = e;
     return false;
   }
@@ -248,13 +226,13 @@ bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
     return false;
   }
   a.n_kv_heads = a.n_heads;
-  if (!get_u32(cfg, "num_key_value_heads", false, &a.n_kv_heads, &e)) {
+  if (!json_u32(cfg, "num_key_value_heads", false, &a.n_kv_heads, &e)) {
     *err = e;
     return false;
   }
   // head_dim: the config's, else the family default (Gemma 256, Qwen3 128), else dim / heads.
   if (present(cfg, "head_dim")) {
-    if (!get_u32(cfg, "head_dim", true, &a.head_dim, &e)) {
+    if (!json_u32(cfg, "head_dim", true, &a.head_dim, &e)) {
       *err = e;
       return false;
     }
@@ -381,7 +359,7 @@ bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
   if (is_gemma(fam)) {
     a.embedding_scale = static_cast<float>(sqrt(static_cast<double>(a.dim)));
     a.query_pre_attn_scalar = 256.0f;  // the HF config default
-    if (!get_float(cfg, "query_pre_attn_scalar", &a.query_pre_attn_scalar, &e)) {
+    if (!json_float(cfg, "query_pre_attn_scalar", &a.query_pre_attn_scalar, &e)) {
       *err = e;
       return false;
     }
@@ -390,14 +368,14 @@ bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
     for (auto kv : {std::make_pair("attn_logit_softcapping", &a.attn_logit_softcap),
                     std::make_pair("final_logit_softcapping", &a.final_logit_softcap)}) {
       if (cfg.contains(kv.first) && cfg[kv.first].is_null()) *kv.second = 0.0f;
-      else if (!get_float(cfg, kv.first, kv.second, &e)) {
+      else if (!json_float(cfg, kv.first, kv.second, &e)) {
         *err = e;
         return false;
       }
     }
     if (fam == Family::Gemma3) {
       a.rope_theta_local = 10000.0f;
-      if (!get_float(cfg, "rope_local_base_freq", &a.rope_theta_local, &e)) {
+      if (!json_float(cfg, "rope_local_base_freq", &a.rope_theta_local, &e)) {
         *err = e;
         return false;
       }
@@ -416,7 +394,7 @@ bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
   bool window_given = false;
   for (const char* key : {"sliding_window", "sliding_window_attention_size"}) {
     if (present(cfg, key)) {
-      if (!get_u32(cfg, key, true, &window, &e)) {
+      if (!json_u32(cfg, key, true, &window, &e)) {
         *err = e;
         return false;
       }
@@ -446,7 +424,7 @@ bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
     for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = l % 2 == 0;  // even layers local
   } else if (fam == Family::Gemma3) {
     uint32_t pattern = 6;
-    if (!get_u32(cfg, "sliding_window_pattern", false, &pattern, &e)) {
+    if (!json_u32(cfg, "sliding_window_pattern", false, &pattern, &e)) {
       *err = e;
       return false;
     }
@@ -458,7 +436,7 @@ bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
   } else if (fam == Family::Qwen2 || fam == Family::Qwen3) {
     if (truthy(cfg, "use_sliding_window") && window > 0) {
       uint32_t first = 0;
-      if (!get_u32(cfg, "max_window_layers", false, &first, &e)) {
+      if (!json_u32(cfg, "max_window_layers", false, &first, &e)) {
         *err = e;
         return false;
       }

@@ -15,6 +15,7 @@
 
 #include "convert/families.h"
 #include "convert/file_io.h"
+#include "convert/json_config.h"
 #include "convert/readers.h"
 #include "convert/safetensors.h"
 #include "model.h"
@@ -25,22 +26,6 @@ namespace {
 
 using json = nlohmann::json;
 using fb::TensorRole;
-
-bool parse_json_file(const std::string& path, json* out, std::string* err) {
-  std::string text;
-  if (!read_text_file(path, &text, err)) return false;
-  try {
-    *out = json::parse(text);
-  } catch (const std::exception& e) {
-    *err = "'" + path + "' is not valid JSON (" + e.what() + ")";
-    return false;
-  }
-  if (!out->is_object()) {
-    *err = "'" + path + "' is not a JSON object";
-    return false;
-  }
-  return true;
-}
 
 // Token ids from an int or a list of ints (eos_token_id can be either).
 std::vector<int64_t> id_list(const json& v) {
@@ -82,7 +67,7 @@ bool find_node(const json& node, const std::string& type, F&& pred) {
 
 bool read_tokenizer_json(const std::string& path, TokenizerData* out, std::string* err) {
   json j;
-  if (!parse_json_file(path, &j, err)) return false;
+  if (!read_json_object(path, &j, err)) return false;
   if (!j.contains("model") || !j["model"].is_object()) {
     *err = "'" + path + "' has no \"model\"";
     return false;
@@ -289,7 +274,7 @@ bool read_hf_impl(const std::string& path_in, ModelData* out, std::string* err) 
   }
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   json cfg;
-  if (!parse_json_file(dir + "/config.json", &cfg, err)) return false;
+  if (!read_json_object(dir + "/config.json", &cfg, err)) return false;
   ModelData m;
   m.source = dir;
   auto& a = m.arch;
@@ -307,7 +292,7 @@ bool read_hf_impl(const std::string& path_in, ModelData* out, std::string* err) 
     if (!read_safetensors_header(single, &entries, err)) return false;
   } else if (file_exists(index)) {
     json idx;
-    if (!parse_json_file(index, &idx, err)) return false;
+    if (!read_json_object(index, &idx, err)) return false;
     if (!idx.contains("weight_map") || !idx["weight_map"].is_object()) {
       *err = "'" + index + "' has no weight_map";
       return false;
@@ -410,7 +395,7 @@ bool read_hf_impl(const std::string& path_in, ModelData* out, std::string* err) 
   json tc;
   const std::string tc_path = dir + "/tokenizer_config.json";
   if (file_exists(tc_path)) {
-    if (!parse_json_file(tc_path, &tc, err)) return false;
+    if (!read_json_object(tc_path, &tc, err)) return false;
     if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
       tok.add_bos = tc["add_bos_token"].get<bool>();
     if (tc.contains("bos_token")) {
@@ -441,7 +426,7 @@ bool read_hf_impl(const std::string& path_in, ModelData* out, std::string* err) 
   json gc;
   const std::string gc_path = dir + "/generation_config.json";
   if (file_exists(gc_path)) {
-    if (!parse_json_file(gc_path, &gc, err)) return false;
+    if (!read_json_object(gc_path, &gc, err)) return false;
     if (gc.contains("eos_token_id")) {
       for (int64_t id : id_list(gc["eos_token_id"])) eos_ids.push_back(id);
     }

@@ -11,6 +11,7 @@
 
 #include "convert/families.h"
 #include "convert/file_io.h"
+#include "convert/json_config.h"
 #include "fp16.h"
 #include "model.h"
 #include "quant.h"
@@ -143,30 +144,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-bool get_u32(const json& cfg, const char* key, bool required, uint32_t* out, std::string* err) {
-  if (!cfg.contains(key) || cfg[key].is_null()) {
-    if (required) *err = std::string("missing '") + key + "'";
-    return !required;
-  }
-  const json& v = cfg[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 0xffffffffll) {
-    *err = std::string("'") + key + "' must be a non-negative integer";
-    return false;
-  }
-  *out = static_cast<uint32_t>(v.get<int64_t>());
-  return true;
-}
-
-bool get_float(const json& cfg, const char* key, float* out, std::string* err) {
-  if (!cfg.contains(key) || cfg[key].is_null()) return true;
-  if (!cfg[key].is_number()) {
-    *err = std::string("'") + key + "' must be a number";
-    return false;
-  }
-  *out = cfg[key].get<float>();
-  return true;
-}
-
 // The dimensions alone, for --as-llama on a config the family reader refuses (unknown
 // model_type, MoE, partial rotary, ...): a Llama model of the same size.
 bool lenient_llama_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
@@ -177,23 +154,23 @@ bool lenient_llama_arch(const json& cfg, ModelData::Arch* out, std::string* err)
   a.max_context = 2048;
   a.norm_eps = 1e-6f;
   a.rope_theta = 10000.0f;
-  if (!get_u32(cfg, "hidden_size", true, &a.dim, err) ||
-      !get_u32(cfg, "num_hidden_layers", true, &a.n_layers, err) ||
-      !get_u32(cfg, "num_attention_heads", true, &a.n_heads, err) ||
-      !get_u32(cfg, "intermediate_size", true, &a.ffn_dim, err) ||
-      !get_u32(cfg, "vocab_size", true, &a.vocab_size, err) ||
-      !get_u32(cfg, "max_position_embeddings", false, &a.max_context, err) ||
-      !get_float(cfg, "rope_theta", &a.rope_theta, err) ||
-      !get_float(cfg, "rms_norm_eps", &a.norm_eps, err))
+  if (!json_u32(cfg, "hidden_size", true, &a.dim, err) ||
+      !json_u32(cfg, "num_hidden_layers", true, &a.n_layers, err) ||
+      !json_u32(cfg, "num_attention_heads", true, &a.n_heads, err) ||
+      !json_u32(cfg, "intermediate_size", true, &a.ffn_dim, err) ||
+      !json_u32(cfg, "vocab_size", true, &a.vocab_size, err) ||
+      !json_u32(cfg, "max_position_embeddings", false, &a.max_context, err) ||
+      !json_float(cfg, "rope_theta", &a.rope_theta, err) ||
+      !json_float(cfg, "rms_norm_eps", &a.norm_eps, err))
     return false;
   if (a.n_heads == 0) {
     *err = "num_attention_heads is 0";
     return false;
   }
   a.n_kv_heads = a.n_heads;
-  if (!get_u32(cfg, "num_key_value_heads", false, &a.n_kv_heads, err)) return false;
+  if (!json_u32(cfg, "num_key_value_heads", false, &a.n_kv_heads, err)) return false;
   if (cfg.contains("head_dim") && !cfg["head_dim"].is_null()) {
-    if (!get_u32(cfg, "head_dim", true, &a.head_dim, err)) return false;
+    if (!json_u32(cfg, "head_dim", true, &a.head_dim, err)) return false;
   } else if (a.dim % a.n_heads != 0) {
     *err = "hidden_size " + std::to_string(a.dim) +
            " is not a multiple of num_attention_heads and head_dim is not given";
@@ -291,22 +268,6 @@ void add_tensors(const SyntheticShape& shape, uint32_t seed, bool direct, fb::DT
   }
 }
 
-bool read_json(const std::string& path, json* out, std::string* err) {
-  std::string text;
-  if (!read_text_file(path, &text, err)) return false;
-  try {
-    *out = json::parse(text);
-  } catch (const std::exception& e) {
-    *err = "'" + path + "' is not valid JSON (" + e.what() + ")";
-    return false;
-  }
-  if (!out->is_object()) {
-    *err = "'" + path + "' is not a JSON object";
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 bool synthetic_tokenizer(uint32_t vocab_size, TokenizerData* out, std::string* err) {
@@ -382,7 +343,7 @@ bool synthetic_from_hf_config(const std::string& path_in, uint32_t seed,
   std::string path = path_in;
   if (is_directory(path)) path += "/config.json";
   json cfg;
-  if (!read_json(path, &cfg, err)) return false;
+  if (!read_json_object(path, &cfg, err)) return false;
   auto fail = [&](const std::string& what) {
     *err = "'" + path + "': " + what;
     return false;
