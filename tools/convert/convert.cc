@@ -143,39 +143,9 @@ bool write_model_file(const ModelData& model, const ConvertOptions& opts,
   }
   const std::string tmp(name.data());
   fchmod(fd, 0644);
-  // Buffered writes straight to the file.
-  std::vector<uint8_t> buf;
-  buf.reserve(4u << 20);
-  auto flush = [&](std::string* e) {
-    size_t off = 0;
-    while (off < buf.size()) {
-      ssize_t w = ::write(fd, buf.data() + off, buf.size() - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        *e = "write to '" + tmp + "' failed: " + strerror(errno);
-        return false;
-      }
-      off += static_cast<size_t>(w);
-    }
-    buf.clear();
-    return true;
-  };
-  ByteSink sink = [&](const void* p, uint64_t n, std::string* e) {
-    const uint8_t* b = static_cast<const uint8_t*>(p);
-    while (n > 0) {
-      const uint64_t room = buf.capacity() - buf.size();
-      const uint64_t k = std::min(room, n);
-      buf.insert(buf.end(), b, b + k);
-      b += k;
-      n -= k;
-      if (buf.size() == buf.capacity() && !flush(e)) return false;
-    }
-    return true;
-  };
   ConvertStats local;
-  bool ok = write_model(model, opts.quant, sink, err, opts.log, opts.progress,
-                        stats ? stats : &local) &&
-            flush(err);
+  bool ok = write_model_to_fd(model, opts.quant, fd, "write to '" + tmp + "' failed", err,
+                              opts.log, opts.progress, stats ? stats : &local);
   if (ok && fsync(fd) != 0) {
     *err = "fsync '" + tmp + "' failed: " + strerror(errno);
     ok = false;

@@ -1,8 +1,10 @@
 // Model-file writer: header FlatBuffer with final offsets, padding, tensor data (quantized as
 // requested), streamed through a sink so a large model never sits in memory as a whole.
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -350,6 +352,39 @@ bool build_model_bytes(const ModelData& model, fb::DType quant, std::vector<uint
   if (!write_model(model, quant, sink, err, log, progress, nullptr)) return false;
   *out = std::move(bytes);
   return true;
+}
+
+bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
+                       const std::string& write_error, std::string* err, std::ostream* log,
+                       bool progress, ConvertStats* stats) {
+  std::vector<uint8_t> buf;
+  buf.reserve(4u << 20);
+  auto flush = [&](std::string* e) {
+    size_t off = 0;
+    while (off < buf.size()) {
+      ssize_t w = ::write(fd, buf.data() + off, buf.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        *e = write_error + ": " + strerror(errno);
+        return false;
+      }
+      off += static_cast<size_t>(w);
+    }
+    buf.clear();
+    return true;
+  };
+  ByteSink sink = [&](const void* p, uint64_t n, std::string* e) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    while (n > 0) {
+      const uint64_t k = std::min<uint64_t>(buf.capacity() - buf.size(), n);
+      buf.insert(buf.end(), b, b + k);
+      b += k;
+      n -= k;
+      if (buf.size() == buf.capacity() && !flush(e)) return false;
+    }
+    return true;
+  };
+  return write_model(model, quant, sink, err, log, progress, stats) && flush(err);
 }
 
 }  // namespace conv

@@ -17,6 +17,15 @@ using ByteSink = std::function<bool(const void* data, uint64_t n, std::string* e
 bool write_model(const ModelData& model, fb::DType quant, const ByteSink& sink, std::string* err,
                  std::ostream* log, bool progress, ConvertStats* stats);
 
+// write_model into the open file descriptor `fd` at its current position, through a 4 MiB
+// buffer; interrupted (EINTR) and short writes are resumed. A failed write sets *err to
+// "<write_error>: <strerror(errno)>", so the caller names the destination. Neither syncs nor
+// closes `fd`; on failure what was written stays there.
+bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
+                       const std::string& write_error, std::string* err,
+                       std::ostream* log = nullptr, bool progress = false,
+                       ConvertStats* stats = nullptr);
+
 }  // namespace conv
 }  // namespace ringlm
 
