@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "convert/convert.h"
+#include "convert/synthetic.h"
 #include "ringlm/ringlm.h"
 #include "testing.h"
 
@@ -66,20 +67,12 @@ inline ringlm::conv::ModelData random_model_data(const RandomModelShape& s) {
   md.arch.ffn_dim = s.ffn_dim;
   md.arch.max_context = s.max_context;
   md.arch.tied_embeddings = s.tied;
+  // The synthetic vocabulary at its smallest (specials and byte pieces only). No piece is the
+  // concatenation of two others, so scores never decide anything: all 0. (259 is a valid size.)
   conv::TokenizerData& t = md.tokenizer;
-  t.pieces = {"<unk>", "<s>", "</s>"};
-  t.types = {fb::TokenType::Unknown, fb::TokenType::Control, fb::TokenType::Control};
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    snprintf(buf, sizeof buf, "<0x%02X>", b);
-    t.pieces.push_back(buf);
-    t.types.push_back(fb::TokenType::Byte);
-  }
+  std::string err;
+  conv::synthetic_tokenizer(3 + 256, &t, &err);
   t.scores.assign(t.pieces.size(), 0.0f);
-  t.unk_id = 0;
-  t.bos_id = 1;
-  t.eos_id = 2;
-  t.end_ids = {2};
   t.add_space_prefix = false;  // "ab" is exactly the byte tokens of 'a', 'b'
   md.arch.vocab_size = static_cast<uint32_t>(t.pieces.size());
   const uint32_t V = md.arch.vocab_size, D = s.dim, hd = D / s.n_heads;
