@@ -2,186 +2,29 @@
 // model_open / rlm_model_open run (successful and failing opens), and every tensor view points
 // into the caller's buffer.
 //
-// Counting: in a normal build this binary interposes malloc/calloc/realloc/free/memalign family
-// and every operator new/delete, forwarding to glibc's __libc_* functions. Under ASan the
-// sanitizer owns malloc, so the count comes from its allocator hooks instead
-// (__sanitizer_install_malloc_and_free_hooks), which see malloc, calloc, realloc and new alike.
+// Counting: heap_counter.h (this binary interposes the C allocator and every operator new /
+// delete; under ASan, the sanitizer's allocator hooks count).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <atomic>
 #include <memory>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "convert/convert.h"
 #include "gtest/gtest.h"
+#include "heap_counter.h"
 #include "model.h"
 #include "ringlm/ringlm.h"
 #include "testing.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define RINGLM_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RINGLM_TEST_ASAN 1
-#endif
-#endif
-
-namespace {
-
-std::atomic<bool> g_counting{false};
-std::atomic<long> g_allocs{0};
-std::atomic<long> g_frees{0};
-
-inline void count_alloc() {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
-}
-inline void count_free(const volatile void* p) {
-  if (p && g_counting.load(std::memory_order_relaxed)) g_frees.fetch_add(1, std::memory_order_relaxed);
-}
-
-}  // namespace
-
-#ifdef RINGLM_TEST_ASAN
-// From <sanitizer/allocator_interface.h> (not installed with every compiler).
-extern "C" int __sanitizer_install_malloc_and_free_hooks(
-    void (*malloc_hook)(const volatile void*, size_t), void (*free_hook)(const volatile void*));
-
-namespace {
-void asan_malloc_hook(const volatile void*, size_t) { count_alloc(); }
-void asan_free_hook(const volatile void* p) { count_free(p); }
-struct InstallHooks {
-  InstallHooks() { __sanitizer_install_malloc_and_free_hooks(asan_malloc_hook, asan_free_hook); }
-} g_install_hooks;
-}  // namespace
-
-#else  // interpose the allocator
-
-extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void __libc_free(void*);
-void* __libc_memalign(size_t, size_t);
-
-void* malloc(size_t n) {
-  count_alloc();
-  return __libc_malloc(n);
-}
-void* calloc(size_t n, size_t s) {
-  count_alloc();
-  return __libc_calloc(n, s);
-}
-void* realloc(void* p, size_t n) {
-  count_alloc();
-  return __libc_realloc(p, n);
-}
-void free(void* p) {
-  count_free(p);
-  __libc_free(p);
-}
-void* memalign(size_t a, size_t n) {
-  count_alloc();
-  return __libc_memalign(a, n);
-}
-void* aligned_alloc(size_t a, size_t n) {
-  count_alloc();
-  return __libc_memalign(a, n);
-}
-int posix_memalign(void** out, size_t a, size_t n) {
-  count_alloc();
-  void* p = __libc_memalign(a, n);
-  if (!p) return 12;  // ENOMEM
-  *out = p;
-  return 0;
-}
-}  // extern "C"
-
-void* operator new(size_t n) {
-  count_alloc();
-  void* p = __libc_malloc(n ? n : 1);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-void* operator new[](size_t n) {
-  count_alloc();
-  void* p = __libc_malloc(n ? n : 1);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  count_alloc();
-  return __libc_malloc(n ? n : 1);
-}
-void* operator new[](size_t n, const std::nothrow_t&) noexcept {
-  count_alloc();
-  return __libc_malloc(n ? n : 1);
-}
-void* operator new(size_t n, std::align_val_t a) {
-  count_alloc();
-  void* p = __libc_memalign(static_cast<size_t>(a), n ? n : 1);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-void* operator new[](size_t n, std::align_val_t a) {
-  count_alloc();
-  void* p = __libc_memalign(static_cast<size_t>(a), n ? n : 1);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-void operator delete(void* p) noexcept {
-  count_free(p);
-  __libc_free(p);
-}
-void operator delete[](void* p) noexcept {
-  count_free(p);
-  __libc_free(p);
-}
-void operator delete(void* p, size_t) noexcept {
-  count_free(p);
-  __libc_free(p);
-}
-void operator delete[](void* p, size_t) noexcept {
-  count_free(p);
-  __libc_free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  count_free(p);
-  __libc_free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  count_free(p);
-  __libc_free(p);
-}
-void operator delete(void* p, size_t, std::align_val_t) noexcept {
-  count_free(p);
-  __libc_free(p);
-}
-void operator delete[](void* p, size_t, std::align_val_t) noexcept {
-  count_free(p);
-  __libc_free(p);
-}
-#endif  // RINGLM_TEST_ASAN
 
 namespace {
 
 using namespace ringlm;
 using ringlm_test::AlignedBuffer;
-
-// Counts heap calls made while `fn` runs.
-template <typename F>
-std::pair<long, long> count_heap(F&& fn) {
-  g_allocs = 0;
-  g_frees = 0;
-  g_counting = true;
-  fn();
-  g_counting = false;
-  return {g_allocs.load(), g_frees.load()};
-}
+using ringlm_test::count_heap;
 
 conv::ModelData tiny_model(bool tied) {
   conv::ModelData md;
@@ -276,6 +119,7 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> models() {
 }
 
 TEST(ModelOpenNoAlloc, CounterSeesAllocations) {
+  if (!ringlm_test::kHeapCounting) GTEST_SKIP() << "no heap counting under ThreadSanitizer";
   // The hooks are live: a malloc and an operator new inside the window are counted.
   void* (*volatile m)(size_t) = malloc;
   void (*volatile f)(void*) = free;
@@ -287,11 +131,12 @@ TEST(ModelOpenNoAlloc, CounterSeesAllocations) {
     void* q = nw(40);
     dl(q);
   });
-  EXPECT_EQ(c.first, 2);
-  EXPECT_EQ(c.second, 2);
+  EXPECT_EQ(c.allocs, 2);
+  EXPECT_EQ(c.frees, 2);
 }
 
 TEST(ModelOpenNoAlloc, OpenAllocatesNothingAndPointsIntoTheBuffer) {
+  if (!ringlm_test::kHeapCounting) GTEST_SKIP() << "no heap counting under ThreadSanitizer";
   for (const auto& mb : models()) {
     SCOPED_TRACE(mb.first);
     AlignedBuffer buf;
@@ -309,8 +154,8 @@ TEST(ModelOpenNoAlloc, OpenAllocatesNothingAndPointsIntoTheBuffer) {
     ASSERT_EQ(s1, RLM_OK) << impl->error;
     ASSERT_EQ(s2, RLM_OK) << rlm_model_error(cm.get());
     ASSERT_EQ(s3, RLM_OK);
-    EXPECT_EQ(c.first, 0) << "heap allocations during model open";
-    EXPECT_EQ(c.second, 0) << "heap frees during model open";
+    EXPECT_EQ(c.allocs, 0) << "heap allocations during model open";
+    EXPECT_EQ(c.frees, 0) << "heap frees during model open";
 
     // Views borrow the caller's bytes: data and scales lie inside [buf, buf + size).
     const uint8_t* lo = buf.data();
@@ -337,11 +182,12 @@ TEST(ModelOpenNoAlloc, OpenAllocatesNothingAndPointsIntoTheBuffer) {
       }
     });
     EXPECT_EQ(n, impl->n_tensors);
-    EXPECT_EQ(c2.first, 0) << "heap allocations while viewing tensors";
+    EXPECT_EQ(c2.allocs, 0) << "heap allocations while viewing tensors";
   }
 }
 
 TEST(ModelOpenNoAlloc, FailedOpensAllocateNothing) {
+  if (!ringlm_test::kHeapCounting) GTEST_SKIP() << "no heap counting under ThreadSanitizer";
   std::string err;
   std::vector<uint8_t> good;
   ASSERT_TRUE(conv::build_model_bytes(tiny_model(false), fb::DType::Q8, &good, &err)) << err;
@@ -358,7 +204,7 @@ TEST(ModelOpenNoAlloc, FailedOpensAllocateNothing) {
     else f[rng() % header_end] ^= static_cast<uint8_t>(1 + rng() % 255);  // corrupted
     buf.assign(f.data(), size);
     Status s = RLM_OK;
-    allocs += count_heap([&] { s = model_open(buf.data(), size, impl.get()); }).first;
+    allocs += count_heap([&] { s = model_open(buf.data(), size, impl.get()); }).allocs;
     refused += s != RLM_OK;
   }
   EXPECT_EQ(allocs, 0);
