@@ -116,6 +116,44 @@ inline bool random_model(const RandomModelShape& s, ringlm::fb::DType quant, Ali
   return true;
 }
 
+// Model bytes and the model opened over them (the model points into `bytes`: they go together).
+struct OpenedModel {
+  AlignedBuffer bytes;
+  rlm_model model;
+  // Opens `model` over `bytes`; false with *err = "<status>: <model error>" when it does not.
+  bool open(std::string* err) {
+    const rlm_status st = rlm_model_open(bytes.data(), bytes.size(), &model);
+    if (st != RLM_OK) {
+      *err = std::string(rlm_status_string(st)) + ": " + rlm_model_error(&model);
+      return false;
+    }
+    return true;
+  }
+};
+
+// build_model, then OpenedModel::open. false with *err on failure.
+inline bool open_built_model(const std::string& source, const std::string& tokenizer,
+                             ringlm::fb::DType quant, OpenedModel* out, std::string* err) {
+  return build_model(source, tokenizer, quant, &out->bytes, err) && out->open(err);
+}
+
+// random_model, then OpenedModel::open. false with *err on failure.
+inline bool open_random_model(const RandomModelShape& s, ringlm::fb::DType quant,
+                              OpenedModel* out, std::string* err) {
+  return random_model(s, quant, &out->bytes, err) && out->open(err);
+}
+
+// stories260K (../shared's llama2.c checkpoint with its tok512 tokenizer) converted in memory to
+// `quant` and opened. false with *err empty when ../shared does not have the files; false with
+// *err set when they do not convert or open.
+inline bool open_stories260k(ringlm::fb::DType quant, OpenedModel* out, std::string* err) {
+  const std::string bin = shared_path("models/stories260K/stories260K.bin");
+  const std::string tok = shared_path("models/stories260K/tok512.bin");
+  err->clear();
+  if (bin.empty() || tok.empty()) return false;
+  return open_built_model(bin, tok, quant, out, err);
+}
+
 // A session in a vector-backed 64-aligned block, for tests.
 struct TestSession {
   AlignedBuffer mem;

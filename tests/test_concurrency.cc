@@ -22,28 +22,17 @@ using ringlm::fb::DType;
 
 namespace {
 
-struct Model {
-  AlignedBuffer bytes;
-  rlm_model m;
-  bool real = false;
-};
-
 // stories260K (q8) when ../shared is there, else a random model: the test needs no data.
-void load(Model* out) {
-  const std::string bin = shared_path("models/stories260K/stories260K.bin");
-  const std::string tok = shared_path("models/stories260K/tok512.bin");
+void load(OpenedModel* out) {
   std::string err;
-  if (!bin.empty() && !tok.empty() && build_model(bin, tok, DType::Q8, &out->bytes, &err)) {
-    out->real = true;
-  } else {
-    RandomModelShape shape;
-    shape.dim = 128;
-    shape.n_heads = 4;
-    shape.n_kv_heads = 2;
-    shape.ffn_dim = 256;
-    ASSERT_TRUE(random_model(shape, DType::Q8, &out->bytes, &err)) << err;
-  }
-  ASSERT_EQ(rlm_model_open(out->bytes.data(), out->bytes.size(), &out->m), RLM_OK);
+  if (open_stories260k(DType::Q8, out, &err)) return;
+  ASSERT_EQ(err, "") << "stories260K is there but does not convert or open";
+  RandomModelShape shape;
+  shape.dim = 128;
+  shape.n_heads = 4;
+  shape.n_kv_heads = 2;
+  shape.ffn_dim = 256;
+  ASSERT_TRUE(open_random_model(shape, DType::Q8, out, &err)) << err;
 }
 
 // Starts all threads' work at the same moment.
@@ -186,24 +175,24 @@ uint32_t token_budget(uint32_t normal) {
 }  // namespace
 
 TEST(Concurrency, EightSessionsOnEightThreadsEqualTheirSoloRuns) {
-  Model md;
+  OpenedModel md;
   load(&md);
-  concurrent_equals_alone(&md.m, jobs(8, 1, token_budget(160)));
+  concurrent_equals_alone(&md.model, jobs(8, 1, token_budget(160)));
 }
 
 TEST(Concurrency, EightSessionsWithTwoThreadsEach) {
-  Model md;
+  OpenedModel md;
   load(&md);
-  concurrent_equals_alone(&md.m, jobs(8, 2, token_budget(120)));
+  concurrent_equals_alone(&md.model, jobs(8, 2, token_budget(120)));
 }
 
 // Sessions start and end while others generate; the model serves them all.
 TEST(Concurrency, SessionsComeAndGoWhileOthersGenerate) {
-  Model md;
+  OpenedModel md;
   load(&md);
   const std::vector<Job> js = jobs(6, 1, token_budget(40));
   std::vector<Result> alone;
-  for (const Job& j : js) alone.push_back(run_job(&md.m, j));
+  for (const Job& j : js) alone.push_back(run_job(&md.model, j));
   std::atomic<int> mismatches{0};
   Gate gate;
   std::vector<std::thread> threads;
@@ -213,7 +202,7 @@ TEST(Concurrency, SessionsComeAndGoWhileOthersGenerate) {
       for (int k = 0; k < 4; ++k) {  // four lifetimes per thread, staggered by the job sizes
         Job j = js[(i + k) % js.size()];
         j.n_threads = (i + k) % 3 == 0 ? 2 : 1;
-        const Result r = run_job(&md.m, j);
+        const Result r = run_job(&md.model, j);
         if (r.tokens != alone[(i + k) % js.size()].tokens) ++mismatches;
       }
     });
@@ -226,18 +215,18 @@ TEST(Concurrency, SessionsComeAndGoWhileOthersGenerate) {
 // Model-level calls are read-only: any number of threads may make them at once, alongside
 // generating sessions.
 TEST(Concurrency, ModelCallsFromManyThreadsAtOnce) {
-  Model md;
+  OpenedModel md;
   load(&md);
   rlm_model_info info;
   rlm_model_info_default(&info);
-  ASSERT_EQ(rlm_model_get_info(&md.m, &info), RLM_OK);
+  ASSERT_EQ(rlm_model_get_info(&md.model, &info), RLM_OK);
   const std::string text = "Once upon a time, Lily's dog ran \xc3\xa9 fast!";
-  const size_t scratch_bytes = rlm_tokenize_scratch_bytes(&md.m, text.size());
+  const size_t scratch_bytes = rlm_tokenize_scratch_bytes(&md.model, text.size());
   std::vector<int32_t> want(text.size() * 3 + 8);
   size_t want_n = 0;
   {
     std::vector<uint64_t> scratch(scratch_bytes / 8 + 1);
-    ASSERT_EQ(rlm_tokenize(&md.m, text.data(), text.size(), 1, want.data(), want.size(), &want_n,
+    ASSERT_EQ(rlm_tokenize(&md.model, text.data(), text.size(), 1, want.data(), want.size(), &want_n,
                            scratch.data(), scratch_bytes),
               RLM_OK);
     want.resize(want_n);
@@ -252,7 +241,7 @@ TEST(Concurrency, ModelCallsFromManyThreadsAtOnce) {
       std::vector<int32_t> ids(text.size() * 3 + 8);
       for (int k = 0; k < 50; ++k) {
         size_t n = 0;
-        if (rlm_tokenize(&md.m, text.data(), text.size(), 1, ids.data(), ids.size(), &n,
+        if (rlm_tokenize(&md.model, text.data(), text.size(), 1, ids.data(), ids.size(), &n,
                          scratch.data(), scratch_bytes) != RLM_OK ||
             std::vector<int32_t>(ids.begin(), ids.begin() + n) != want) {
           ++failures;
@@ -260,35 +249,35 @@ TEST(Concurrency, ModelCallsFromManyThreadsAtOnce) {
         char piece[300];
         size_t pn = 0;
         for (uint32_t id = static_cast<uint32_t>(t); id < info.vocab_size; id += 8) {
-          if (rlm_token_to_bytes(&md.m, static_cast<int32_t>(id), piece, sizeof piece, &pn) != RLM_OK) {
+          if (rlm_token_to_bytes(&md.model, static_cast<int32_t>(id), piece, sizeof piece, &pn) != RLM_OK) {
             ++failures;
           }
-          rlm_token_is_end(&md.m, static_cast<int32_t>(id));
+          rlm_token_is_end(&md.model, static_cast<int32_t>(id));
         }
         rlm_model_info mi;
         rlm_model_info_default(&mi);
-        if (rlm_model_get_info(&md.m, &mi) != RLM_OK || mi.vocab_size != info.vocab_size) ++failures;
+        if (rlm_model_get_info(&md.model, &mi) != RLM_OK || mi.vocab_size != info.vocab_size) ++failures;
         int32_t id = -1;
-        rlm_token_lookup(&md.m, "<s>", 3, &id);
+        rlm_token_lookup(&md.model, "<s>", 3, &id);
         const char* tmpl = nullptr;
         size_t tl = 0;
-        rlm_model_chat_template(&md.m, &tmpl, &tl);
+        rlm_model_chat_template(&md.model, &tmpl, &tl);
         size_t need = 0;
         rlm_session_config cfg;
         rlm_session_config_default(&cfg);
-        if (rlm_session_memory(&md.m, &cfg, &need, nullptr) != RLM_OK) ++failures;
+        if (rlm_session_memory(&md.model, &cfg, &need, nullptr) != RLM_OK) ++failures;
       }
     });
   }
   // Two generating sessions alongside.
   const std::vector<Job> js = jobs(2, 2, token_budget(60));
   std::vector<Result> alone;
-  for (const Job& j : js) alone.push_back(run_job(&md.m, j));
+  for (const Job& j : js) alone.push_back(run_job(&md.model, j));
   std::vector<Result> during(js.size());
   for (size_t i = 0; i < js.size(); ++i) {
     threads.emplace_back([&, i] {
       gate.wait();
-      during[i] = run_job(&md.m, js[i]);
+      during[i] = run_job(&md.model, js[i]);
     });
   }
   gate.open();
@@ -300,20 +289,20 @@ TEST(Concurrency, ModelCallsFromManyThreadsAtOnce) {
 // One session handed from thread to thread (never used by two at once): allowed, and the
 // result equals a single-threaded run. The hand-off (join, then start) orders the accesses.
 TEST(Concurrency, OneSessionMovesBetweenThreads) {
-  Model md;
+  OpenedModel md;
   load(&md);
   for (uint32_t n_threads : {1u, 2u}) {
     rlm_session_config cfg;
     rlm_session_config_default(&cfg);
     cfg.n_threads = n_threads;
     TestSession ref, moved;
-    ASSERT_EQ(ref.init(&md.m, cfg), RLM_OK);
+    ASSERT_EQ(ref.init(&md.model, cfg), RLM_OK);
     std::vector<int32_t> want;
     greedy(ref.s, "Once upon a time", token_budget(80), &want);
     ASSERT_EQ(rlm_session_release(ref.s), RLM_OK);
 
     std::vector<int32_t> got;
-    std::thread([&] { ASSERT_EQ(moved.init(&md.m, cfg), RLM_OK); }).join();
+    std::thread([&] { ASSERT_EQ(moved.init(&md.model, cfg), RLM_OK); }).join();
     std::thread([&] {
       rlm_sampling sp;
       rlm_sampling_default(&sp);

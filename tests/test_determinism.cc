@@ -18,27 +18,17 @@ using ringlm::fb::DType;
 
 namespace {
 
-struct Model {
-  AlignedBuffer bytes;
-  rlm_model m;
-};
-
-// stories260K from llama2.c's checkpoint, converted in memory; false when ../shared is absent.
-bool stories(DType q, Model* out) {
-  const std::string bin = shared_path("models/stories260K/stories260K.bin");
-  const std::string tok = shared_path("models/stories260K/tok512.bin");
+// stories260K converted in memory; false when ../shared is absent (when it is there, a failure to
+// convert or open it is a test failure).
+bool stories(DType q, OpenedModel* out) {
   std::string err;
-  if (bin.empty() || tok.empty()) return false;
-  if (!build_model(bin, tok, q, &out->bytes, &err)) {
-    ADD_FAILURE() << err;
-    return false;
-  }
-  EXPECT_EQ(rlm_model_open(out->bytes.data(), out->bytes.size(), &out->m), RLM_OK);
-  return true;
+  if (open_stories260k(q, out, &err)) return true;
+  EXPECT_EQ(err, "") << "stories260K is there but does not convert or open";
+  return false;
 }
 
 // A random model big enough that every matmul and the attention split across threads.
-void wide_random(DType q, Model* out) {
+void wide_random(DType q, OpenedModel* out) {
   RandomModelShape shape;
   shape.dim = 256;
   shape.n_heads = 8;
@@ -46,8 +36,7 @@ void wide_random(DType q, Model* out) {
   shape.ffn_dim = 512;
   shape.max_context = 512;
   std::string err;
-  ASSERT_TRUE(random_model(shape, q, &out->bytes, &err)) << err;
-  ASSERT_EQ(rlm_model_open(out->bytes.data(), out->bytes.size(), &out->m), RLM_OK);
+  ASSERT_TRUE(open_random_model(shape, q, out, &err)) << err;
 }
 
 struct Generated {
@@ -140,13 +129,13 @@ std::vector<const char*> runnable_kernels(const rlm_model* m) {
 }  // namespace
 
 TEST(Determinism, SameSeedSameTokensAcrossRunsSessionsAndResets) {
-  Model md;
+  OpenedModel md;
   if (!stories(DType::Q8, &md)) wide_random(DType::Q8, &md);
   for (uint64_t seed : {1ull, 42ull, 0xdeadbeefull}) {
     Options o;
     o.seed = seed;
-    const Generated a = generate(&md.m, o);
-    const Generated b = generate(&md.m, o);
+    const Generated a = generate(&md.model, o);
+    const Generated b = generate(&md.model, o);
     EXPECT_EQ(a.tokens, b.tokens) << "seed " << seed;
     EXPECT_EQ(a.text, b.text);
   }
@@ -154,13 +143,13 @@ TEST(Determinism, SameSeedSameTokensAcrossRunsSessionsAndResets) {
   Options o1, o2;
   o1.seed = 1;
   o2.seed = 2;
-  EXPECT_NE(generate(&md.m, o1).tokens, generate(&md.m, o2).tokens);
+  EXPECT_NE(generate(&md.model, o1).tokens, generate(&md.model, o2).tokens);
 
   // One session: reset + the same set_sampling (which reseeds) replays the same tokens.
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
   TestSession ts;
-  ASSERT_EQ(ts.init(&md.m, cfg), RLM_OK);
+  ASSERT_EQ(ts.init(&md.model, cfg), RLM_OK);
   rlm_sampling sp;
   rlm_sampling_default(&sp);
   sp.seed = 7;
@@ -189,46 +178,46 @@ TEST(Determinism, SameSeedSameTokensAcrossRunsSessionsAndResets) {
 // all take the threaded paths on the wide model; the ring wraps (n_ctx 128).
 TEST(Determinism, SameTokensForOneTwoThreeThreads) {
   for (DType q : {DType::F32, DType::Q8, DType::Q4}) {
-    Model md;
+    OpenedModel md;
     wide_random(q, &md);
     Options o;
     o.prompt = std::string(70, 'x') + " once";
     o.n_tokens = budget(160);
     o.n_ctx = 128;
     o.seed = 5;
-    const Generated one = generate(&md.m, o);
+    const Generated one = generate(&md.model, o);
     for (uint32_t t : {2u, 3u}) {
       o.threads = t;
-      const Generated r = generate(&md.m, o);
+      const Generated r = generate(&md.model, o);
       EXPECT_EQ(r.tokens, one.tokens) << "q " << static_cast<int>(q) << ", " << t << " threads";
     }
   }
-  Model st;
+  OpenedModel st;
   if (!stories(DType::F32, &st)) GTEST_SKIP() << "../shared stories260K absent";
   Options o;
   o.n_tokens = 400;  // attention over > 256 positions is split by head (kept under sanitizers)
   o.temperature = 0.9f;
   o.seed = 11;
-  const Generated one = generate(&st.m, o);
+  const Generated one = generate(&st.model, o);
   for (uint32_t t : {2u, 3u}) {
     o.threads = t;
-    EXPECT_EQ(generate(&st.m, o).tokens, one.tokens) << t << " threads";
+    EXPECT_EQ(generate(&st.model, o).tokens, one.tokens) << t << " threads";
   }
 }
 
 // Greedy f32 stories260K: every kernel table this CPU runs reproduces llama2.c's golden text.
 TEST(Determinism, GreedyGoldenIdenticalAcrossKernelTables) {
-  Model md;
+  OpenedModel md;
   if (!stories(DType::F32, &md)) GTEST_SKIP() << "../shared stories260K absent";
   const std::string golden = golden_continuation();
   if (golden.empty()) GTEST_SKIP() << "../shared reference text absent";
   std::vector<int32_t> ref_tokens;
-  for (const char* k : runnable_kernels(&md.m)) {
+  for (const char* k : runnable_kernels(&md.model)) {
     rlm_session_config cfg;
     rlm_session_config_default(&cfg);
     cfg.kernels = k;
     TestSession ts;
-    ASSERT_EQ(ts.init(&md.m, cfg), RLM_OK) << (k ? k : "default");
+    ASSERT_EQ(ts.init(&md.model, cfg), RLM_OK) << (k ? k : "default");
     std::vector<int32_t> tokens;
     const std::string text = greedy(ts.s, "Once upon a time", 300, &tokens);
     // llama2.c ran 256 positions: compare the golden's length.
@@ -242,23 +231,23 @@ TEST(Determinism, GreedyGoldenIdenticalAcrossKernelTables) {
 // tokens agree until a float-rounding difference flips a draw (measured and printed).
 TEST(Determinism, SampledAgreementAcrossKernelTablesIsMeasured) {
   for (DType q : {DType::F32, DType::Q8, DType::Q4}) {
-    Model md;
+    OpenedModel md;
     const bool real = stories(q, &md);
     if (!real) wide_random(q, &md);
-    const std::vector<const char*> kernels = runnable_kernels(&md.m);
+    const std::vector<const char*> kernels = runnable_kernels(&md.model);
     for (uint64_t seed : {1ull, 2ull, 3ull}) {
       Options o;
       o.seed = seed;
       o.n_tokens = budget(500);
       o.temperature = 1.0f;
       o.kernels = "ref";
-      const Generated ref = generate(&md.m, o);
-      EXPECT_EQ(generate(&md.m, o).tokens, ref.tokens) << "ref twice";
+      const Generated ref = generate(&md.model, o);
+      EXPECT_EQ(generate(&md.model, o).tokens, ref.tokens) << "ref twice";
       for (const char* k : kernels) {
         if (k && strcmp(k, "ref") == 0) continue;
         o.kernels = k;
-        const Generated r = generate(&md.m, o);
-        EXPECT_EQ(generate(&md.m, o).tokens, r.tokens) << "same kernels twice";
+        const Generated r = generate(&md.model, o);
+        EXPECT_EQ(generate(&md.model, o).tokens, r.tokens) << "same kernels twice";
         const size_t n = agree(ref.tokens, r.tokens);
         printf("[ determinism ] %s %s seed %llu: %s vs ref agree for %zu of %zu sampled tokens\n",
                real ? "stories260K" : "random", q == DType::F32 ? "f32" : q == DType::Q8 ? "q8" : "q4",

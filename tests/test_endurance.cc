@@ -69,18 +69,16 @@ TEST(Endurance, MillionTokenRingStaysFiniteFlatAndSteady) {
   const char* qname = getenv("RINGLM_ENDURANCE_QUANT");
   DType q = DType::Q8;
   if (qname && !ringlm::conv::parse_dtype(qname, &q)) FAIL() << "bad RINGLM_ENDURANCE_QUANT";
-  AlignedBuffer bytes;
+  OpenedModel m;
   std::string err;
-  ASSERT_TRUE(build_model(bin, tok, q, &bytes, &err)) << err;
-  rlm_model model;
-  ASSERT_EQ(rlm_model_open(bytes.data(), bytes.size(), &model), RLM_OK);
+  ASSERT_TRUE(open_built_model(bin, tok, q, &m, &err)) << err;
 
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
   cfg.n_ctx = 256;
   cfg.n_sink = 4;
   TestSession ts;
-  ASSERT_EQ(ts.init(&model, cfg), RLM_OK);
+  ASSERT_EQ(ts.init(&m.model, cfg), RLM_OK);
   rlm_session* s = ts.s;
   rlm_sampling sp;
   rlm_sampling_default(&sp);

@@ -44,7 +44,8 @@ namespace {
 using namespace ringlm;
 using conv::ModelData;
 using json = nlohmann::json;
-using ringlm_test::AlignedBuffer;
+using ringlm_test::open_built_model;
+using ringlm_test::OpenedModel;
 
 constexpr uint32_t kPrompt = 24;
 constexpr uint32_t kSteps = 48;
@@ -203,27 +204,6 @@ Written write_family(const Family& f, uint32_t seed) {
   w.gguf_path = ringlm_test::temp_dir() + "/" + f.name + ".gguf";
   EXPECT_TRUE(ringlm_test::write_bytes(w.gguf_path, ringlm_test::gguf_from_hf(w.config, w.ckpt, vocab)));
   return w;
-}
-
-struct Opened {
-  AlignedBuffer bytes;
-  rlm_model model;
-};
-
-bool convert_open(const std::string& source, fb::DType q, Opened* o, std::string* err) {
-  conv::ConvertOptions opts;
-  opts.source = source;
-  ModelData md;
-  if (!conv::load_source(opts, &md, err)) return false;
-  std::vector<uint8_t> bytes;
-  if (!conv::build_model_bytes(md, q, &bytes, err)) return false;
-  o->bytes.assign(bytes.data(), bytes.size());
-  const rlm_status st = rlm_model_open(o->bytes.data(), o->bytes.size(), &o->model);
-  if (st != RLM_OK) {
-    *err = std::string(rlm_status_string(st)) + ": " + rlm_model_error(&o->model);
-    return false;
-  }
-  return true;
 }
 
 rlm_session_config session_config() {
@@ -403,9 +383,9 @@ TEST_P(FamilyTest, GreedyRunMatchesFloat64Reference) {
   for (const char* src : {"HF", "GGUF"}) {
     SCOPED_TRACE(src);
     const std::string path = std::string(src) == "HF" ? w.hf_dir : w.gguf_path;
-    Opened o;
+    OpenedModel o;
     std::string err;
-    ASSERT_TRUE(convert_open(path, fb::DType::F32, &o, &err)) << err;
+    ASSERT_TRUE(open_built_model(path, "", fb::DType::F32, &o, &err)) << err;
     std::vector<std::vector<float>> logits;
     std::vector<int32_t> ids;
     ASSERT_TRUE(run_greedy(&o.model, prompt, &logits, &ids, &err)) << err;
@@ -438,9 +418,10 @@ TEST_P(FamilyTest, GreedyRunMatchesFloat64Reference) {
   for (const char* src : {"HF", "GGUF"}) {
     for (fb::DType q : {fb::DType::F16, fb::DType::Q8}) {
       SCOPED_TRACE(std::string(src) + " " + conv::dtype_name(q));
-      Opened o;
+      const std::string source = std::string(src) == "HF" ? w.hf_dir : w.gguf_path;
+      OpenedModel o;
       std::string err;
-      ASSERT_TRUE(convert_open(std::string(src) == "HF" ? w.hf_dir : w.gguf_path, q, &o, &err)) << err;
+      ASSERT_TRUE(open_built_model(source, "", q, &o, &err)) << err;
       std::vector<std::vector<float>> logits;
       ASSERT_TRUE(run_forced(&o.model, f32_seq, kPrompt - 1, kSteps, &logits, &err)) << err;
       const auto& ref = reference(f32_seq);
@@ -621,10 +602,9 @@ TEST(FamilySynthetic, SharedConfigsBuildTheirFamilyAndRun) {
     EXPECT_EQ(md.arch.family, f.family);
     std::vector<uint8_t> bytes;
     ASSERT_TRUE(conv::build_model_bytes(md, fb::DType::Q8, &bytes, &err)) << err;
-    Opened o;
+    OpenedModel o;
     o.bytes.assign(bytes.data(), bytes.size());
-    ASSERT_EQ(rlm_model_open(o.bytes.data(), o.bytes.size(), &o.model), RLM_OK)
-        << rlm_model_error(&o.model);
+    ASSERT_TRUE(o.open(&err)) << err;
     std::vector<std::vector<float>> logits;
     std::vector<int32_t> seq = prompt_ids(1);
     ASSERT_TRUE(run_forced(&o.model, seq, 3, 4, &logits, &err)) << err;

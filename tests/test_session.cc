@@ -42,27 +42,11 @@ std::string tinystories_expected() {
   return ref.substr(head.size());
 }
 
-struct Opened {
-  AlignedBuffer bytes;
-  rlm_model model;
-};
-
-bool open_model(const std::string& src, const std::string& tok, DType q, Opened* o,
-                std::string* err) {
-  if (!build_model(src, tok, q, &o->bytes, err)) return false;
-  rlm_status st = rlm_model_open(o->bytes.data(), o->bytes.size(), &o->model);
-  if (st != RLM_OK) {
-    *err = std::string(rlm_status_string(st)) + ": " + rlm_model_error(&o->model);
-    return false;
-  }
-  return true;
-}
-
 std::string stories_generate(const std::string& src, const std::string& tok, DType q,
                              std::vector<int32_t>* ids) {
-  Opened o;
+  OpenedModel o;
   std::string err;
-  if (!open_model(src, tok, q, &o, &err)) return "<open failed: " + err + ">";
+  if (!open_built_model(src, tok, q, &o, &err)) return "<open failed: " + err + ">";
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
   TestSession ts;
@@ -118,9 +102,9 @@ TEST(Golden, Stories260KQuantizedAgreementWithF32) {
 static void tinystories_golden(const std::string& src, DType q) {
   const std::string expected = tinystories_expected();
   if (src.empty() || expected.empty()) GTEST_SKIP() << "../shared TinyStories-656K absent";
-  Opened o;
+  OpenedModel o;
   std::string err;
-  ASSERT_TRUE(open_model(src, "", q, &o, &err)) << err;
+  ASSERT_TRUE(open_built_model(src, "", q, &o, &err)) << err;
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
   TestSession ts;
@@ -380,9 +364,9 @@ TEST(Golden, MaxTokensStepKeepsItsText) {
   const std::string bin = shared_path("models/stories260K/stories260K.bin");
   const std::string tok = shared_path("models/stories260K/tok512.bin");
   if (bin.empty() || tok.empty()) GTEST_SKIP() << "../shared stories260K absent";
-  Opened o;
+  OpenedModel o;
   std::string err;
-  ASSERT_TRUE(open_model(bin, tok, DType::F32, &o, &err)) << err;
+  ASSERT_TRUE(open_built_model(bin, tok, DType::F32, &o, &err)) << err;
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
   TestSession a, b;
