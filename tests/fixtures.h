@@ -54,19 +54,27 @@ struct RandomModelShape {
   uint32_t seed = 1234;
 };
 
+// The Llama architecture of shape `s` (head_dim = dim / n_heads); vocab_size is left to the
+// caller, who makes the vocabulary.
+inline ringlm::conv::ModelData::Arch llama_arch(const RandomModelShape& s) {
+  ringlm::conv::ModelData::Arch a;
+  a.n_layers = s.n_layers;
+  a.dim = s.dim;
+  a.n_heads = s.n_heads;
+  a.n_kv_heads = s.n_kv_heads;
+  a.head_dim = s.dim / s.n_heads;
+  a.ffn_dim = s.ffn_dim;
+  a.max_context = s.max_context;
+  a.tied_embeddings = s.tied;
+  return a;
+}
+
 // A random-weight Llama with a 259-token vocab: <unk>, <s>, </s>, then the 256 byte tokens
 // <0x00>..<0xFF> (SentencePiece byte fallback), so any text tokenizes: byte b is token 3 + b.
 inline ringlm::conv::ModelData random_model_data(const RandomModelShape& s) {
   using namespace ringlm;
   conv::ModelData md;
-  md.arch.n_layers = s.n_layers;
-  md.arch.dim = s.dim;
-  md.arch.n_heads = s.n_heads;
-  md.arch.n_kv_heads = s.n_kv_heads;
-  md.arch.head_dim = s.dim / s.n_heads;
-  md.arch.ffn_dim = s.ffn_dim;
-  md.arch.max_context = s.max_context;
-  md.arch.tied_embeddings = s.tied;
+  md.arch = llama_arch(s);
   // The synthetic vocabulary at its smallest (specials and byte pieces only). No piece is the
   // concatenation of two others, so scores never decide anything: all 0. (259 is a valid size.)
   conv::TokenizerData& t = md.tokenizer;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "convert/convert.h"
+#include "fixtures.h"
 #include "gtest/gtest.h"
 #include "model.h"
 #include "quant.h"
@@ -34,21 +35,23 @@ using fb::TensorRole;
 
 // ---- a small synthetic model -----------------------------------------------------------------
 
-struct Shape {
-  uint32_t dim = 32, n_layers = 2, n_heads = 4, n_kv_heads = 2, ffn = 48;
-  bool tied = false;
-};
+using ringlm_test::RandomModelShape;
 
-ModelData make_model(const Shape& s = Shape()) {
+// The shape of the models here: 2 layers of dim 32 (4 heads, 2 kv heads), ffn 48, 64 positions.
+RandomModelShape small_shape(bool tied = false) {
+  RandomModelShape s;
+  s.dim = 32;
+  s.ffn_dim = 48;
+  s.max_context = 64;
+  s.tied = tied;
+  return s;
+}
+
+// A model of `s` with its own 16-piece vocabulary (merges, a byte piece) and N(0, 0.1) weights
+// (norms N(1, 0.1)).
+ModelData make_model(const RandomModelShape& s = small_shape()) {
   ModelData md;
-  md.arch.n_layers = s.n_layers;
-  md.arch.dim = s.dim;
-  md.arch.n_heads = s.n_heads;
-  md.arch.n_kv_heads = s.n_kv_heads;
-  md.arch.head_dim = s.dim / s.n_heads;
-  md.arch.ffn_dim = s.ffn;
-  md.arch.max_context = 64;
-  md.arch.tied_embeddings = s.tied;
+  md.arch = ringlm_test::llama_arch(s);
   conv::TokenizerData& t = md.tokenizer;
   t.pieces = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "c", "ab",
               "\xE2\x96\x81" "a", "<0x0A>", "bc", "abc", "d", "e", "de", "\xE2\x96\x81" "ab"};
@@ -64,7 +67,7 @@ ModelData make_model(const Shape& s = Shape()) {
   t.end_ids = {2};
   md.arch.vocab_size = static_cast<uint32_t>(t.pieces.size());
   const uint64_t V = md.arch.vocab_size, D = s.dim, hd = s.dim / s.n_heads;
-  const uint64_t Q = s.n_heads * hd, KV = s.n_kv_heads * hd, F = s.ffn;
+  const uint64_t Q = s.n_heads * hd, KV = s.n_kv_heads * hd, F = s.ffn_dim;
   uint32_t seed = 1;
   auto add = [&](const std::string& name, TensorRole role, int32_t layer, std::vector<uint64_t> shape) {
     TensorData td;
@@ -423,7 +426,7 @@ std::vector<uint8_t> assemble(const Header& h) {
 
 // A mutation of the header of a good Q8 model, expected to fail with `want`.
 void expect_header_mutation(const std::function<void(Header&)>& mutate, Status want,
-                            const Shape& s = Shape(), DType q = DType::Q8) {
+                            const RandomModelShape& s = small_shape(), DType q = DType::Q8) {
   Header h = extract(build(make_model(s), q));
   mutate(h);
   const OpenResult r = open_exact(assemble(h));
@@ -435,9 +438,7 @@ void expect_header_mutation(const std::function<void(Header&)>& mutate, Status w
 TEST(ModelVerify, GoodModelsOpenAndRebuildRoundTrips) {
   for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4}) {
     for (bool tied : {false, true}) {
-      Shape s;
-      s.tied = tied;
-      const std::vector<uint8_t> file = build(make_model(s), q);
+      const std::vector<uint8_t> file = build(make_model(small_shape(tied)), q);
       EXPECT_STATUS(file, RLM_OK);
       EXPECT_STATUS(assemble(extract(file)), RLM_OK);  // the harness itself changes nothing
     }
@@ -486,10 +487,8 @@ TEST(ModelVerify, TruncationAtEverySectionBoundary) {
 // ---- flipped bytes ---------------------------------------------------------------------------
 
 TEST(ModelVerify, FlippedBytesNeverCrash) {
-  Shape tied;
-  tied.tied = true;
   const std::vector<uint8_t> files[] = {build(make_model(), DType::Q8),
-                                        build(make_model(tied), DType::Q4),
+                                        build(make_model(small_shape(true)), DType::Q4),
                                         build(make_model(), DType::F16)};
   std::mt19937_64 rng(20240601);
   int ok = 0, refused = 0;
@@ -730,9 +729,7 @@ TEST(ModelVerify, MissingDuplicateAndExtraTensors) {
   expect_header_mutation([](Header& h) { h.tensors[0].layer = 0; }, T);  // global role in a layer
   // Tied embeddings with an Output tensor present / untied without one.
   expect_header_mutation([](Header& h) { h.arch.tied = true; }, T);
-  Shape tied;
-  tied.tied = true;
-  expect_header_mutation([](Header& h) { h.arch.tied = false; }, T, tied);
+  expect_header_mutation([](Header& h) { h.arch.tied = false; }, T, small_shape(true));
 }
 
 // ---- tokenizer -------------------------------------------------------------------------------
