@@ -28,6 +28,11 @@ namespace {
 using ringlm::ErrorSink;
 using ringlm::Status;
 using ringlm::conv::TokenizerData;
+using tokvec::enc;
+using tokvec::encode;
+using tokvec::join;
+using tokvec::make_table;
+using tokvec::Table;
 namespace fb = ringlm::fb;
 
 const char kSpaceMark[] = "\xE2\x96\x81";  // "▁"
@@ -50,20 +55,6 @@ void llama2c_pieces_to_spm(TokenizerData* t) {
   }
 }
 
-// A tokenizer table in its own FlatBuffer.
-struct Table {
-  std::vector<uint8_t> buf;
-  uint32_t vocab = 0;
-  const fb::Tokenizer* tok() const { return flatbuffers::GetRoot<fb::Tokenizer>(buf.data()); }
-};
-
-Table make_table(const TokenizerData& d) {
-  Table t;
-  t.buf = ringlm::conv::tokenizer_only_buffer(d);
-  t.vocab = static_cast<uint32_t>(d.pieces.size());
-  return t;
-}
-
 bool load_llama2c(const std::string& rel, uint32_t vocab, Table* out, TokenizerData* data) {
   const std::string path = ringlm_test::shared_path(rel);
   if (path.empty()) return false;
@@ -79,27 +70,6 @@ bool load_llama2c(const std::string& rel, uint32_t vocab, Table* out, TokenizerD
   return true;
 }
 
-// cap = SIZE_MAX: enough for any text (one token per byte, plus BOS and the prefix).
-Status encode(const Table& t, const std::string& text, bool bos, std::vector<int32_t>* ids,
-              size_t cap = SIZE_MAX) {
-  if (cap == SIZE_MAX) cap = text.size() + 2;
-  std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(t.tok(), text.size()));
-  ids->assign(cap, -7);
-  size_t n = 0;
-  char msg[256] = {0};
-  ErrorSink err{msg, sizeof(msg)};
-  const Status s = ringlm::tokenize(t.tok(), t.vocab, text.data(), text.size(), bos, ids->data(),
-                                    cap, &n, scratch.data(), scratch.size(), &err);
-  ids->resize(s == RLM_OK ? n : 0);
-  return s;
-}
-
-std::vector<int32_t> enc(const Table& t, const std::string& text, bool bos = false) {
-  std::vector<int32_t> ids;
-  EXPECT_EQ(encode(t, text, bos, &ids), RLM_OK) << text;
-  return ids;
-}
-
 std::string decode(const Table& t, const std::vector<int32_t>& ids, int32_t prev = -1) {
   std::string s;
   for (int32_t id : ids) {
@@ -109,12 +79,6 @@ std::string decode(const Table& t, const std::vector<int32_t>& ids, int32_t prev
     s.append(buf, std::min(n, sizeof(buf)));
     prev = id;
   }
-  return s;
-}
-
-std::string join(const std::vector<int32_t>& v) {
-  std::string s;
-  for (int32_t x : v) s += " " + std::to_string(x);
   return s;
 }
 
@@ -781,7 +745,8 @@ TEST(VerifyTokenizer, VerifiedTablesAreSafeForAnyInput) {
       std::string s(rng() % 40, '\0');
       for (char& c : s) c = "aab \xE2\x96\x81\xFF\x80"[rng() % 9];
       std::vector<int32_t> ids;
-      ASSERT_EQ(encode(t, s, iter & 1, &ids), RLM_OK);
+      const uint32_t bos = (iter & 1) ? ringlm::kTokenizeAddBos : 0u;
+      ASSERT_EQ(encode(t, s, ringlm::kTokenizeParseSpecial | bos, &ids), RLM_OK);
       for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < static_cast<int32_t>(t.vocab));
       decode(t, ids);
     }

@@ -29,36 +29,12 @@ namespace {
 using ringlm::ErrorSink;
 using ringlm::Status;
 using ringlm::conv::TokenizerData;
+using tokvec::enc;
+using tokvec::encode;
 using tokvec::Table;
 namespace fb = ringlm::fb;
 
 // ---- helpers --------------------------------------------------------------------------------
-
-Status encode(const Table& t, const std::string& text, uint32_t flags, std::vector<int32_t>* ids,
-              size_t cap = SIZE_MAX, std::string* msg_out = nullptr) {
-  if (cap == SIZE_MAX) cap = text.size() + 2;
-  std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(t.tok(), text.size()));
-  ids->assign(cap, -7);
-  size_t n = 0;
-  char msg[256] = {0};
-  ErrorSink err{msg, sizeof(msg)};
-  const Status s = ringlm::tokenize_ex(t.tok(), t.vocab, text.data(), text.size(), flags,
-                                       ids->data(), cap, &n, scratch.data(), scratch.size(), &err);
-  if (msg_out) *msg_out = msg;
-  ids->resize(s == RLM_OK ? n : 0);
-  return s;
-}
-
-// Encodes with special-token parsing (what tokenize() does), no BOS unless asked.
-std::vector<int32_t> enc(const Table& t, const std::string& text, bool bos = false) {
-  std::vector<int32_t> ids;
-  std::string msg;
-  EXPECT_EQ(encode(t, text, ringlm::kTokenizeParseSpecial | (bos ? ringlm::kTokenizeAddBos : 0u),
-                   &ids, SIZE_MAX, &msg),
-            RLM_OK)
-      << msg;
-  return ids;
-}
 
 std::vector<int32_t> enc_plain(const Table& t, const std::string& text) {
   std::vector<int32_t> ids;

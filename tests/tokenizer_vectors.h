@@ -1,8 +1,10 @@
 // Helpers the tokenizer tests share: llama.cpp's conformance vector files (NAME.gguf.inp /
-// NAME.gguf.out under ../shared/tokenizers/vectors) and tokenizer tables in their own buffer.
+// NAME.gguf.out under ../shared/tokenizers/vectors), tokenizer tables in their own buffer, and
+// encoding through them.
 #ifndef RINGLM_TESTS_TOKENIZER_VECTORS_H_
 #define RINGLM_TESTS_TOKENIZER_VECTORS_H_
 
+#include <gtest/gtest.h>
 #include <stdint.h>
 
 #include <sstream>
@@ -12,6 +14,7 @@
 #include "convert/ir.h"
 #include "model_generated.h"
 #include "testing.h"
+#include "tokenizer.h"
 
 namespace tokvec {
 
@@ -87,6 +90,38 @@ inline Table make_table(const ringlm::conv::TokenizerData& d) {
   t.buf = ringlm::conv::tokenizer_only_buffer(d);
   t.vocab = static_cast<uint32_t>(d.pieces.size());
   return t;
+}
+
+// tokenize_ex of `text` with `flags` into *ids, with room for `cap` ids (SIZE_MAX: enough for any
+// text, one per byte plus BOS and the space prefix). *ids holds the ids on success and is empty on
+// failure; *msg (when given) receives the error message.
+inline ringlm::Status encode(const Table& t, const std::string& text, uint32_t flags,
+                             std::vector<int32_t>* ids, size_t cap = SIZE_MAX,
+                             std::string* msg = nullptr) {
+  if (cap == SIZE_MAX) cap = text.size() + 2;
+  std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(t.tok(), text.size()));
+  ids->assign(cap, -7);
+  size_t n = 0;
+  char buf[256] = {0};
+  ringlm::ErrorSink err{buf, sizeof(buf)};
+  const ringlm::Status s = ringlm::tokenize_ex(t.tok(), t.vocab, text.data(), text.size(), flags,
+                                               ids->data(), cap, &n, scratch.data(),
+                                               scratch.size(), &err);
+  if (msg) *msg = buf;
+  ids->resize(s == RLM_OK ? n : 0);
+  return s;
+}
+
+// `text` encoded as rlm_tokenize encodes it: special tokens parsed, BOS first when `bos`. A
+// failure is a test failure (and gives no ids).
+inline std::vector<int32_t> enc(const Table& t, const std::string& text, bool bos = false) {
+  std::vector<int32_t> ids;
+  std::string msg;
+  EXPECT_EQ(encode(t, text, ringlm::kTokenizeParseSpecial | (bos ? ringlm::kTokenizeAddBos : 0u),
+                   &ids, SIZE_MAX, &msg),
+            RLM_OK)
+      << "'" << text << "': " << msg;
+  return ids;
 }
 
 inline std::string join(const std::vector<int32_t>& v) {
