@@ -532,25 +532,27 @@ TEST(FamilyRefusals, GgufOptionsTheRuntimeDoesNotRun) {
     EXPECT_FALSE(conv::load_source(o, &md, &err));
     EXPECT_NE(err.find(what), std::string::npos) << err;
   };
+  // A one-layer GGUF of `arch` with the dimensions the reader checks first; the caller adds the
+  // refused option, then the vocabulary.
+  auto gguf = [](const std::string& arch, uint32_t dim, uint32_t ffn, uint32_t heads) {
+    ringlm_test::GgufWriter gw;
+    gw.kv_str("general.architecture", arch);
+    gw.kv_u32(arch + ".block_count", 1);
+    gw.kv_u32(arch + ".embedding_length", dim);
+    gw.kv_u32(arch + ".feed_forward_length", ffn);
+    gw.kv_u32(arch + ".attention.head_count", heads);
+    return gw;
+  };
   {
     // Phi-3 128k: LongRoPE factor tensors.
-    ringlm_test::GgufWriter gw;
-    gw.kv_str("general.architecture", "phi3");
-    gw.kv_u32("phi3.block_count", 1);
-    gw.kv_u32("phi3.embedding_length", 192);
-    gw.kv_u32("phi3.feed_forward_length", 512);
-    gw.kv_u32("phi3.attention.head_count", 2);
+    ringlm_test::GgufWriter gw = gguf("phi3", 192, 512, 2);
     gw.kv_strs("tokenizer.ggml.tokens", vocab.pieces);
-    gw.tensor("rope_factors_long.weight", {48}, 0, std::string(48 * 4, '\0'));
+    gw.tensor("rope_factors_long.weight", {48}, ringlm_test::GgufWriter::kF32,
+              std::string(48 * 4, '\0'));
     expect_refused(gw.finish(), "LongRoPE");
   }
   {
-    ringlm_test::GgufWriter gw;
-    gw.kv_str("general.architecture", "llama");
-    gw.kv_u32("llama.block_count", 1);
-    gw.kv_u32("llama.embedding_length", 64);
-    gw.kv_u32("llama.feed_forward_length", 128);
-    gw.kv_u32("llama.attention.head_count", 2);
+    ringlm_test::GgufWriter gw = gguf("llama", 64, 128, 2);
     gw.kv_str("llama.rope.scaling.type", "yarn");
     gw.kv_strs("tokenizer.ggml.tokens", vocab.pieces);
     expect_refused(gw.finish(), "yarn");
@@ -562,23 +564,13 @@ TEST(FamilyRefusals, GgufOptionsTheRuntimeDoesNotRun) {
     expect_refused(gw.finish(), "'qwen2moe'");
   }
   {
-    ringlm_test::GgufWriter gw;
-    gw.kv_str("general.architecture", "phi3");
-    gw.kv_u32("phi3.block_count", 1);
-    gw.kv_u32("phi3.embedding_length", 3072);
-    gw.kv_u32("phi3.feed_forward_length", 8192);
-    gw.kv_u32("phi3.attention.head_count", 32);
+    ringlm_test::GgufWriter gw = gguf("phi3", 3072, 8192, 32);
     gw.kv_u32("phi3.rope.dimension_count", 48);  // partial rotary
     gw.kv_strs("tokenizer.ggml.tokens", vocab.pieces);
     expect_refused(gw.finish(), "partial rotary");
   }
   {
-    ringlm_test::GgufWriter gw;
-    gw.kv_str("general.architecture", "llama");
-    gw.kv_u32("llama.block_count", 1);
-    gw.kv_u32("llama.embedding_length", 64);
-    gw.kv_u32("llama.feed_forward_length", 128);
-    gw.kv_u32("llama.attention.head_count", 2);
+    ringlm_test::GgufWriter gw = gguf("llama", 64, 128, 2);
     gw.kv_u32("llama.expert_count", 8);
     gw.kv_strs("tokenizer.ggml.tokens", vocab.pieces);
     expect_refused(gw.finish(), "mixture-of-experts");
