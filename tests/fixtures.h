@@ -162,6 +162,18 @@ inline bool open_stories260k(ringlm::fb::DType quant, OpenedModel* out, std::str
   return open_built_model(bin, tok, quant, out, err);
 }
 
+// llama2.c's greedy continuation of "Once upon a time" with stories260K: ../shared's
+// references/stories260K/once-upon-a-time.greedy.txt (prompt, continuation, "\n") without the
+// prompt and the trailing newlines. "" when the file is absent or does not start with the prompt.
+inline std::string stories260k_greedy_continuation() {
+  std::string ref;
+  const std::string path = shared_path("references/stories260K/once-upon-a-time.greedy.txt");
+  if (path.empty() || !read_file(path, &ref)) return "";
+  while (!ref.empty() && ref.back() == '\n') ref.pop_back();
+  const std::string prompt = "Once upon a time";
+  return ref.compare(0, prompt.size(), prompt) == 0 ? ref.substr(prompt.size()) : "";
+}
+
 // A session in a vector-backed 64-aligned block, for tests.
 struct TestSession {
   AlignedBuffer mem;

@@ -104,15 +104,6 @@ size_t agree(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   return n;
 }
 
-std::string golden_continuation() {
-  std::string ref;
-  const std::string path = shared_path("references/stories260K/once-upon-a-time.greedy.txt");
-  if (path.empty() || !read_file(path, &ref)) return "";
-  while (!ref.empty() && ref.back() == '\n') ref.pop_back();
-  const std::string prompt = "Once upon a time";
-  return ref.compare(0, prompt.size(), prompt) == 0 ? ref.substr(prompt.size()) : "";
-}
-
 // The kernel tables this CPU runs: the default first, then every forced name that inits.
 std::vector<const char*> runnable_kernels(const rlm_model* m) {
   std::vector<const char*> out = {nullptr};
@@ -209,7 +200,7 @@ TEST(Determinism, SameTokensForOneTwoThreeThreads) {
 TEST(Determinism, GreedyGoldenIdenticalAcrossKernelTables) {
   OpenedModel md;
   if (!stories(DType::F32, &md)) GTEST_SKIP() << "../shared stories260K absent";
-  const std::string golden = golden_continuation();
+  const std::string golden = stories260k_greedy_continuation();
   if (golden.empty()) GTEST_SKIP() << "../shared reference text absent";
   std::vector<int32_t> ref_tokens;
   for (const char* k : runnable_kernels(&md.model)) {

@@ -18,15 +18,6 @@ std::string reference(const std::string& rel) {
   return s;
 }
 
-// llama2.c's output: prompt + continuation + "\n".
-std::string stories_expected() {
-  std::string ref = reference("references/stories260K/once-upon-a-time.greedy.txt");
-  while (!ref.empty() && ref.back() == '\n') ref.pop_back();
-  const std::string prompt = "Once upon a time";
-  if (ref.compare(0, prompt.size(), prompt) != 0) return "";
-  return ref.substr(prompt.size());
-}
-
 // llama.cpp's output: "<|start_story|> Once upon a time" + continuation, which ends with the
 // literal text "<|end_story|>": the model spells it from ordinary pieces ("<|", "end", "_",
 // "story", "|>") and then samples the real end token (id 2), which prints nothing.
@@ -65,7 +56,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 TEST(Golden, Stories260KFromLlama2cBinMatchesLlama2c) {
   const std::string bin = shared_path("models/stories260K/stories260K.bin");
   const std::string tok = shared_path("models/stories260K/tok512.bin");
-  const std::string expected = stories_expected();
+  const std::string expected = stories260k_greedy_continuation();
   if (bin.empty() || tok.empty() || expected.empty()) GTEST_SKIP() << "../shared stories260K absent";
   const std::string got = stories_generate(bin, tok, DType::F32, nullptr);
   ASSERT_GE(got.size(), expected.size()) << got;
@@ -74,7 +65,7 @@ TEST(Golden, Stories260KFromLlama2cBinMatchesLlama2c) {
 
 TEST(Golden, Stories260KFromGgufMatchesLlama2c) {
   const std::string gguf = shared_path("models/stories260K/stories260K.gguf");
-  const std::string expected = stories_expected();
+  const std::string expected = stories260k_greedy_continuation();
   if (gguf.empty() || expected.empty()) GTEST_SKIP() << "../shared stories260K.gguf absent";
   const std::string got = stories_generate(gguf, "", DType::F32, nullptr);
   ASSERT_GE(got.size(), expected.size()) << got;
