@@ -4,7 +4,10 @@
 //  - the logits stay finite (every 1000 tokens: greedy without penalties leaves the logits the
 //    step sampled from untouched, so rlm_session_logits shows the raw model output);
 //  - RSS (/proc/self/statm) after the first 1000 tokens stays constant to the last token;
-//  - decode speed is steady: the last 10k tokens run at least half as fast as the first 10k.
+//  - decode speed (first and last window of 10k tokens) is printed, never asserted: timing
+//    depends on the machine and its load (it belongs in `ringlm bench`), and the first window
+//    is legitimately faster because the ring is not full yet. What makes it steady is checked
+//    instead: RSS flat and every step succeeding with the ring wrapped.
 // CI runs 20,000 tokens (5,000 under sanitizers, 2,000 under qemu). The full run is opt-in:
 //   RINGLM_ENDURANCE_TOKENS=1000000 [RINGLM_ENDURANCE_QUANT=f32|q8|q4] test_endurance
 // and prints the figures ([ endurance ] lines).
@@ -150,10 +153,6 @@ TEST(Endurance, MillionTokenRingStaysFiniteFlatAndSteady) {
     // Constant: nothing allocates after the first wrap (a few pages of slack for libc's stdio).
     EXPECT_LE(rss_max - rss_1k, 64 * 1024) << "RSS grew from " << rss_1k << " to " << rss_max;
     EXPECT_LE(rss_end - rss_1k, 64 * 1024);
-  }
-  if (total >= 2 * window && !sanitized()) {
-    // Steady: a decaying ring would slow down. Lenient for loaded CI machines.
-    EXPECT_GT(last_tps, 0.5 * first_tps) << "first " << first_tps << " last " << last_tps;
   }
   EXPECT_EQ(rlm_session_release(s), RLM_OK);
 }
