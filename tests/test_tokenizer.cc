@@ -639,46 +639,32 @@ TEST(VerifyTokenizer, RejectsHostileTables) {
   EXPECT_EQ(verify(valid_raw(), 1, &m), kBad);  // piece count != vocab_size
   EXPECT_NE(m.find("pieces"), std::string::npos) << m;
   EXPECT_EQ(verify(valid_raw(), static_cast<uint32_t>(-7)), kBad);  // vocab_size 0
-  {
+  // One change to a valid table each.
+  const std::pair<const char*, void (*)(RawTable&)> mutations[] = {
+      {"types shorter than pieces", [](RawTable& r) { r.types.pop_back(); }},
+      {"unknown token type", [](RawTable& r) { r.types[3] = 6; }},
+      {"scores shorter than pieces", [](RawTable& r) { r.scores.pop_back(); }},
+      {"sorted_ids shorter than pieces", [](RawTable& r) { r.sorted_ids.pop_back(); }},
+      {"sorted_ids empty", [](RawTable& r) { r.sorted_ids.clear(); }},
+      {"sorted_ids out of range", [](RawTable& r) { r.sorted_ids[2] = 7; }},
+      {"piece too long",
+       [](RawTable& r) { r.pieces[3] = std::string(ringlm::kMaxPieceBytes + 1, 'a'); }},
+      // A duplicate (left, right): merges not strictly ordered.
+      {"duplicate merge", [](RawTable& r) { r.merges.push_back(r.merges.back()); }},
+      {"end id out of range", [](RawTable& r) { r.end_ids = {2, 7}; }},
+      {"end id negative", [](RawTable& r) { r.end_ids = {-1}; }},
+      {"unknown kind", [](RawTable& r) { r.kind = 9; }},
+  };
+  for (const auto& mu : mutations) {
     RawTable r = valid_raw();
-    r.types.pop_back();
-    EXPECT_EQ(verify(r), kBad);
-  }
-  {
-    RawTable r = valid_raw();
-    r.types[3] = 6;  // unknown token type
-    EXPECT_EQ(verify(r), kBad);
-  }
-  {
-    RawTable r = valid_raw();
-    r.scores.pop_back();
-    EXPECT_EQ(verify(r), kBad);
-  }
-  {
-    RawTable r = valid_raw();
-    r.sorted_ids.pop_back();
-    EXPECT_EQ(verify(r), kBad);
-  }
-  {
-    RawTable r = valid_raw();
-    r.sorted_ids.clear();
-    EXPECT_EQ(verify(r), kBad);
-  }
-  {
-    RawTable r = valid_raw();
-    r.sorted_ids[2] = 7;  // out of range
-    EXPECT_EQ(verify(r), kBad);
+    mu.second(r);
+    EXPECT_EQ(verify(r), kBad) << mu.first;
   }
   {
     RawTable r = valid_raw();
     std::swap(r.sorted_ids[1], r.sorted_ids[4]);  // unsorted
     EXPECT_EQ(verify(r, 0, &m), kBad);
     EXPECT_NE(m.find("sorted_ids"), std::string::npos) << m;
-  }
-  {
-    RawTable r = valid_raw();
-    r.pieces[3] = std::string(ringlm::kMaxPieceBytes + 1, 'a');
-    EXPECT_EQ(verify(r), kBad);
   }
   for (int field = 0; field < 3; ++field) {
     RawTable r = valid_raw();
@@ -694,11 +680,6 @@ TEST(VerifyTokenizer, RejectsHostileTables) {
     EXPECT_EQ(verify(r, 0, &m), kBad);
     EXPECT_NE(m.find("ordered"), std::string::npos) << m;
   }
-  {
-    RawTable r = valid_raw();
-    r.merges.push_back(r.merges.back());  // duplicate (left, right): not strictly ordered
-    EXPECT_EQ(verify(r), kBad);
-  }
   for (int which = 0; which < 4; ++which) {
     for (int32_t bad : {7, -2, 1 << 30}) {
       RawTable r = valid_raw();
@@ -706,18 +687,6 @@ TEST(VerifyTokenizer, RejectsHostileTables) {
       *f[which] = bad;
       EXPECT_EQ(verify(r), kBad) << which << " " << bad;
     }
-  }
-  {
-    RawTable r = valid_raw();
-    r.end_ids = {2, 7};
-    EXPECT_EQ(verify(r), kBad);
-    r.end_ids = {-1};
-    EXPECT_EQ(verify(r), kBad);
-  }
-  {
-    RawTable r = valid_raw();
-    r.kind = 9;  // unknown kind
-    EXPECT_EQ(verify(r), kBad);
   }
 }
 
