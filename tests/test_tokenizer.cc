@@ -28,11 +28,7 @@ namespace {
 using ringlm::ErrorSink;
 using ringlm::Status;
 using ringlm::conv::TokenizerData;
-using tokvec::enc;
-using tokvec::encode;
-using tokvec::join;
-using tokvec::make_table;
-using tokvec::Table;
+using namespace tokvec;  // the tokenizer tests' helpers (Table, encode, enc, ...)
 namespace fb = ringlm::fb;
 
 const char kSpaceMark[] = "\xE2\x96\x81";  // "▁"

@@ -29,9 +29,7 @@ namespace {
 using ringlm::ErrorSink;
 using ringlm::Status;
 using ringlm::conv::TokenizerData;
-using tokvec::enc;
-using tokvec::encode;
-using tokvec::Table;
+using namespace tokvec;  // the tokenizer tests' helpers (Table, encode, enc, ...)
 namespace fb = ringlm::fb;
 
 // ---- helpers --------------------------------------------------------------------------------
