@@ -455,6 +455,16 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::Range<size_t>(0, 7),
 
 // ---- unsupported inputs name what is unsupported ------------------------------------------
 
+// The message of converting `source`, which must fail.
+std::string load_error(const std::string& source) {
+  conv::ConvertOptions o;
+  o.source = source;
+  ModelData md;
+  std::string err;
+  EXPECT_FALSE(conv::load_source(o, &md, &err)) << source;
+  return err;
+}
+
 struct Refusal {
   const char* what;
   size_t family;      // base config (index into families())
@@ -488,11 +498,7 @@ TEST(FamilyRefusals, HuggingFaceOptionsTheRuntimeDoesNotRun) {
     c.merge_patch(json::parse(r.patch));
     const std::string dir = ringlm_test::temp_dir();
     ASSERT_TRUE(ringlm_test::write_bytes(dir + "/config.json", c.dump()));
-    conv::ConvertOptions o;
-    o.source = dir;
-    ModelData md;
-    std::string err;
-    EXPECT_FALSE(conv::load_source(o, &md, &err));
+    const std::string err = load_error(dir);
     EXPECT_NE(err.find(r.expect), std::string::npos) << err;
     EXPECT_NE(err.find("config.json"), std::string::npos) << err;
   }
@@ -510,11 +516,7 @@ TEST(FamilyRefusals, MissingFamilyTensorsAreNamed) {
                      ck.tensors.end());
     const std::string dir = ringlm_test::temp_dir();
     ASSERT_TRUE(ringlm_test::write_hf_dir(dir, cfg, ck, ringlm_test::simple_vocab(kVocab)));
-    conv::ConvertOptions o;
-    o.source = dir;
-    ModelData md;
-    std::string err;
-    EXPECT_FALSE(conv::load_source(o, &md, &err));
+    const std::string err = load_error(dir);
     EXPECT_NE(err.find(c.second), std::string::npos) << err;
   }
 }
@@ -525,11 +527,7 @@ TEST(FamilyRefusals, GgufOptionsTheRuntimeDoesNotRun) {
   auto expect_refused = [&](const std::string& file, const std::string& what) {
     const std::string path = ringlm_test::temp_dir() + "/x.gguf";
     ASSERT_TRUE(ringlm_test::write_bytes(path, file));
-    conv::ConvertOptions o;
-    o.source = path;
-    ModelData md;
-    std::string err;
-    EXPECT_FALSE(conv::load_source(o, &md, &err));
+    const std::string err = load_error(path);
     EXPECT_NE(err.find(what), std::string::npos) << err;
   };
   // A one-layer GGUF of `arch` with the dimensions the reader checks first; the caller adds the
