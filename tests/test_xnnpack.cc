@@ -14,99 +14,36 @@
 
 #include "../platform/xnnpack_backend.h"
 #include "fixtures.h"
+// Counts every heap call in the process, libXNNPACK's and libcpuinfo's included.
+#include "heap_counter.h"
 
 using namespace ringlm_test;
 using ringlm::fb::DType;
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RINGLM_SANITIZER_BUILD 1
-#else
-#define RINGLM_SANITIZER_BUILD 0
-#endif
-
-#if !RINGLM_SANITIZER_BUILD
-// Counting interposers, as in test_alloc.cc: every allocation in the process lands here,
-// libXNNPACK's and libcpuinfo's included.
-extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void __libc_free(void*);
-void* __libc_memalign(size_t, size_t);
-}
-static std::atomic<bool> g_counting{false};
-static std::atomic<long> g_calls{0};
-static inline void count() {
-  if (g_counting.load(std::memory_order_relaxed)) g_calls.fetch_add(1);
-}
-extern "C" void* malloc(size_t n) {
-  count();
-  return __libc_malloc(n);
-}
-extern "C" void* calloc(size_t a, size_t b) {
-  count();
-  return __libc_calloc(a, b);
-}
-extern "C" void* realloc(void* p, size_t n) {
-  count();
-  return __libc_realloc(p, n);
-}
-extern "C" void free(void* p) {
-  if (p) count();
-  __libc_free(p);
-}
-extern "C" int posix_memalign(void** out, size_t align, size_t n) {
-  count();
-  *out = __libc_memalign(align, n);
-  return *out ? 0 : 12;
-}
-extern "C" void* aligned_alloc(size_t align, size_t n) {
-  count();
-  return __libc_memalign(align, n);
-}
-#endif
 
 namespace {
 
 #define SKIP_WITHOUT_XNNPACK() \
   if (!ringlm::xnnpack_compiled()) GTEST_SKIP() << "built without XNNPACK (RINGLM_XNNPACK)"
 
-std::string reference(const std::string& rel) {
-  std::string path = shared_path(rel), s;
-  if (path.empty() || !read_file(path, &s)) return "";
-  return s;
-}
-
-// llama2.c's greedy continuation of "Once upon a time" (see test_session.cc).
-std::string stories_expected() {
-  std::string ref = reference("references/stories260K/once-upon-a-time.greedy.txt");
-  while (!ref.empty() && ref.back() == '\n') ref.pop_back();
-  const std::string prompt = "Once upon a time";
-  if (ref.compare(0, prompt.size(), prompt) != 0) return "";
-  return ref.substr(prompt.size());
-}
-
-struct Opened {
-  AlignedBuffer bytes;
-  rlm_model model;
-};
-
-// stories260K converted once per process (f32 or q8), or null when ../shared lacks it.
-const Opened* stories(DType q) {
-  static Opened f32, q8;
-  static bool tried_f32 = false, tried_q8 = false, ok_f32 = false, ok_q8 = false;
-  Opened* o = q == DType::F32 ? &f32 : &q8;
-  bool* tried = q == DType::F32 ? &tried_f32 : &tried_q8;
-  bool* ok = q == DType::F32 ? &ok_f32 : &ok_q8;
-  if (!*tried) {
-    *tried = true;
-    const std::string bin = shared_path("models/stories260K/stories260K.bin");
-    const std::string tok = shared_path("models/stories260K/tok512.bin");
+// stories260K converted and opened once per process (f32 or q8); null when ../shared lacks it
+// (when it is there, a failure to convert or open it is a test failure).
+const OpenedModel* stories(DType q) {
+  struct Cached {
+    OpenedModel model;
     std::string err;
-    *ok = !bin.empty() && !tok.empty() && build_model(bin, tok, q, &o->bytes, &err) &&
-          rlm_model_open(o->bytes.data(), o->bytes.size(), &o->model) == RLM_OK;
+    bool ok = false;
+    explicit Cached(DType q) { ok = open_stories260k(q, &model, &err); }
+  };
+  auto get = [](const Cached& c) -> const OpenedModel* {
+    EXPECT_EQ(c.err, "") << "stories260K is there but does not convert or open";
+    return c.ok ? &c.model : nullptr;
+  };
+  if (q == DType::F32) {
+    static const Cached f32(DType::F32);
+    return get(f32);
   }
-  return *ok ? o : nullptr;
+  static const Cached q8(DType::Q8);
+  return get(q8);
 }
 
 rlm_session_config config(const char* backend, uint32_t n_threads) {
@@ -161,8 +98,8 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // within float-summation-order tolerance of native.
 TEST(Xnnpack, Stories260KGreedyMatchesNativeAndGolden) {
   SKIP_WITHOUT_XNNPACK();
-  const Opened* o = stories(DType::F32);
-  const std::string expected = stories_expected();
+  const OpenedModel* o = stories(DType::F32);
+  const std::string expected = stories260k_greedy_continuation();
   if (!o || expected.empty()) GTEST_SKIP() << "../shared stories260K absent";
   const Outcome native = run(&o->model, "native", 1, 300);
   const Outcome xnn = run(&o->model, "xnnpack", 1, 300);
@@ -181,8 +118,8 @@ TEST(Xnnpack, Stories260KGreedyMatchesNativeAndGolden) {
 // llama2.c's and the tokens are the 1-thread run's (the slicing does not change any value).
 TEST(Xnnpack, Stories260KTwoThreads) {
   SKIP_WITHOUT_XNNPACK();
-  const Opened* o = stories(DType::F32);
-  const std::string expected = stories_expected();
+  const OpenedModel* o = stories(DType::F32);
+  const std::string expected = stories260k_greedy_continuation();
   if (!o || expected.empty()) GTEST_SKIP() << "../shared stories260K absent";
   const Outcome one = run(&o->model, "xnnpack", 1, 300);
   const Outcome two = run(&o->model, "xnnpack", 2, 300);
@@ -198,7 +135,7 @@ TEST(Xnnpack, Stories260KTwoThreads) {
 // release make zero heap calls.
 TEST(Xnnpack, SessionMemoryAndNoHeap) {
   SKIP_WITHOUT_XNNPACK();
-  const Opened* o = stories(DType::F32);
+  const OpenedModel* o = stories(DType::F32);
   if (!o) GTEST_SKIP() << "../shared stories260K absent";
   for (uint32_t nt : {1u, 2u}) {
     SCOPED_TRACE(nt);
@@ -230,10 +167,8 @@ TEST(Xnnpack, SessionMemoryAndNoHeap) {
            info.xnnpack_operators);
     EXPECT_EQ(rlm_session_release(s), RLM_OK);
   }
-#if RINGLM_SANITIZER_BUILD
-  GTEST_SKIP() << "allocator interposition conflicts with the sanitizer's own allocator";
-#else
-  // Heap calls across init + feed + 20 steps + release.
+  if (!kHeapCounting) GTEST_SKIP() << "no heap counting under ThreadSanitizer";
+  // Heap calls (allocations + frees) across init + feed + 20 steps + release.
   auto heap_calls = [&](const char* backend, uint32_t nt) -> long {
     const rlm_session_config cfg = config(backend, nt);
     size_t need = 0;
@@ -242,20 +177,19 @@ TEST(Xnnpack, SessionMemoryAndNoHeap) {
     rlm_step_result r;
     rlm_step_result_default(&r);
     rlm_session* s = nullptr;
-    g_calls = 0;
-    g_counting = true;
-    const rlm_status st_init = rlm_session_init(&o->model, &cfg, mem.data(), need, &s);
-    const rlm_status st_feed =
-        s ? rlm_session_feed_text(s, "Once upon a time", 16) : RLM_ERR_INTERNAL;
+    rlm_status st_init, st_feed, st_rel;
     int steps_ok = 0;
-    for (int i = 0; s && i < 20; ++i) steps_ok += rlm_step(s, &r) == RLM_OK;
-    const rlm_status st_rel = s ? rlm_session_release(s) : RLM_ERR_INTERNAL;
-    g_counting = false;
+    const HeapCalls calls = count_heap([&] {
+      st_init = rlm_session_init(&o->model, &cfg, mem.data(), need, &s);
+      st_feed = s ? rlm_session_feed_text(s, "Once upon a time", 16) : RLM_ERR_INTERNAL;
+      for (int i = 0; s && i < 20; ++i) steps_ok += rlm_step(s, &r) == RLM_OK;
+      st_rel = s ? rlm_session_release(s) : RLM_ERR_INTERNAL;
+    });
     EXPECT_EQ(st_init, RLM_OK);
     EXPECT_EQ(st_feed, RLM_OK);
     EXPECT_EQ(steps_ok, 20);
     EXPECT_EQ(st_rel, RLM_OK);
-    return g_calls.load();
+    return calls.allocs + calls.frees;
   };
   EXPECT_EQ(heap_calls("xnnpack", 1), 0) << "heap calls during xnnpack init / steps / release";
   // With workers, glibc's pthread_create allocates their TLS bookkeeping (README, Threads): the
@@ -264,18 +198,18 @@ TEST(Xnnpack, SessionMemoryAndNoHeap) {
   printf("[ xnnpack ] heap calls with 2 threads (pthread_create's): native %ld, xnnpack %ld\n",
          native2, xnn2);
   EXPECT_EQ(xnn2, native2);
-  g_calls = 0;  // the interposer works (else the zero proves nothing)
-  g_counting = true;
-  void* volatile p = malloc(16);
-  free(p);
-  g_counting = false;
-  EXPECT_EQ(g_calls.load(), 2);
-#endif
+  // The counter works (else the zero proves nothing).
+  const HeapCalls probe = count_heap([] {
+    void* volatile p = malloc(16);
+    free(p);
+  });
+  EXPECT_EQ(probe.allocs, 1);
+  EXPECT_EQ(probe.frees, 1);
 }
 
 // (d) Config errors: an unknown backend, a model without f32 matrices; older struct sizes.
 TEST(Xnnpack, ConfigErrors) {
-  const Opened* q8 = stories(DType::Q8);
+  const OpenedModel* q8 = stories(DType::Q8);
   if (!q8) GTEST_SKIP() << "../shared stories260K absent";
   char msg[256];
   size_t need = 0;
@@ -318,8 +252,8 @@ TEST(Xnnpack, ConfigErrors) {
 // the thread_local allocator context) both generate the reference text.
 TEST(Xnnpack, ConcurrentInits) {
   SKIP_WITHOUT_XNNPACK();
-  const Opened* o = stories(DType::F32);
-  const std::string expected = stories_expected();
+  const OpenedModel* o = stories(DType::F32);
+  const std::string expected = stories260k_greedy_continuation();
   if (!o || expected.empty()) GTEST_SKIP() << "../shared stories260K absent";
   std::string text[2];
   rlm_status status[2] = {RLM_OK, RLM_OK};
