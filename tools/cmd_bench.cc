@@ -158,34 +158,7 @@ struct ModelBytes {
 
 // Writes the model (streamed, one tensor at a time) into `fd` with buffered writes.
 bool write_model_fd(const conv::ModelData& md, fb::DType quant, int fd, std::string* err) {
-  std::vector<uint8_t> buf;
-  buf.reserve(4u << 20);
-  auto flush = [&](std::string* e) {
-    size_t off = 0;
-    while (off < buf.size()) {
-      ssize_t w = ::write(fd, buf.data() + off, buf.size() - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        *e = std::string("writing the synthetic model failed: ") + strerror(errno);
-        return false;
-      }
-      off += static_cast<size_t>(w);
-    }
-    buf.clear();
-    return true;
-  };
-  conv::ByteSink sink = [&](const void* p, uint64_t n, std::string* e) {
-    const uint8_t* b = static_cast<const uint8_t*>(p);
-    while (n > 0) {
-      const uint64_t k = std::min<uint64_t>(buf.capacity() - buf.size(), n);
-      buf.insert(buf.end(), b, b + k);
-      b += k;
-      n -= k;
-      if (buf.size() == buf.capacity() && !flush(e)) return false;
-    }
-    return true;
-  };
-  return conv::write_model(md, quant, sink, err, nullptr, false, nullptr) && flush(err);
+  return conv::write_model_to_fd(md, quant, fd, "writing the synthetic model failed", err);
 }
 
 // Builds the synthetic model's bytes into an anonymous memory file and maps it (page-aligned, so
