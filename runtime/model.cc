@@ -164,6 +164,11 @@ Status check_tensor(const fb::Tensor* t, uint32_t index, uint64_t header_end, ui
   const auto* shape = t->shape();
   RLM_CHECK(shape && (shape->size() == 1 || shape->size() == 2), RLM_ERR_MODEL_TENSOR, err,
             "tensor %u (%s): rank must be 1 or 2", index, name);
+  // FlatBuffers' verifier aligns a vector's length word (4 bytes) but not its elements: a
+  // crafted file can place the uint64 dims at an address that is 4- but not 8-aligned, and
+  // reading them would be a misaligned load (UB; a fault on strict-alignment CPUs).
+  RLM_CHECK(reinterpret_cast<uintptr_t>(shape->data()) % alignof(uint64_t) == 0,
+            RLM_ERR_MODEL_CORRUPT, err, "tensor %u (%s): shape vector misaligned", index, name);
   const uint64_t rows = shape->size() == 2 ? shape->Get(0) : 1;
   const uint64_t cols = shape->Get(shape->size() - 1);
   RLM_CHECK(rows >= 1 && cols >= 1 && rows < (1ull << 32) && cols < (1ull << 32),

@@ -1227,3 +1227,14 @@ TEST(Cli, UsageAndErrors) {
 }
 
 }  // namespace
+
+// Fuzz finding (fuzz/regressions/gguf/no-tensors): a GGUF with metadata but no tensors used to
+// "convert" into a model without weights. llama.cpp's vocabulary-only files are such GGUFs.
+TEST(ConvertGguf, VocabularyOnlyFileIsNotAModel) {
+  const std::string path = ringlm_test::shared_path("tokenizers/vectors/ggml-vocab-llama-spm.gguf");
+  if (path.empty()) GTEST_SKIP() << "../shared/tokenizers/vectors/ggml-vocab-llama-spm.gguf absent";
+  Converted c;
+  std::string err;
+  EXPECT_FALSE(convert_mem(path, "", DType::F32, &c, &err));
+  EXPECT_NE(err.find("has no tensors"), std::string::npos) << err;
+}

@@ -836,15 +836,17 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
       return false;
     }
   }
-  if (!g->tensors.empty()) {
-    if (emb_rows == 0) {
-      *err = "GGUF '" + path + "' has no token_embd.weight";
-      return false;
-    }
-    a.vocab_size = emb_rows;
-  } else {
-    a.vocab_size = static_cast<uint32_t>(m.tokenizer.pieces.size());
+  // A tensorless GGUF (the vocabulary-only files llama.cpp ships for tokenizer tests) would
+  // convert into a model with no weights, which no runtime can open.
+  if (g->tensors.empty()) {
+    *err = "GGUF '" + path + "' has no tensors (a vocabulary-only file is a tokenizer, not a model)";
+    return false;
   }
+  if (emb_rows == 0) {
+    *err = "GGUF '" + path + "' has no token_embd.weight";
+    return false;
+  }
+  a.vocab_size = emb_rows;
   uint32_t kv_vocab = 0;
   if (!get_u32(*g, p + "vocab_size", false, &kv_vocab, err)) return false;
   if (kv_vocab && kv_vocab != a.vocab_size) {
@@ -853,7 +855,7 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
     return false;
   }
   a.tied_embeddings = !has_output;
-  if (!g->tensors.empty() && !check_family_tensors(m, gguf_tensor_name, err)) {
+  if (!check_family_tensors(m, gguf_tensor_name, err)) {
     *err = "GGUF '" + path + "': " + *err;
     return false;
   }
