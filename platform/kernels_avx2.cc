@@ -375,33 +375,71 @@ void attn_dot_avx2(const float* q, const void* k_rows, uint32_t row_stride_elems
   for (; j < n_rows; ++j) out[j] *= scale;
 }
 
-void attn_accum_avx2(const float* w, const void* v_rows, uint32_t row_stride_elems,
-                     uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
-  // Columns in chunks of up to 32 (four accumulators), all rows per chunk.
-  for (uint32_t c = 0; c < head_dim; c += 32) {
-    const uint32_t len = head_dim - c < 32 ? head_dim - c : 32;
-    const int nv = static_cast<int>((len + 7) / 8);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    for (uint32_t j = 0; j < n_rows; ++j) {
-      const __m256 a = _mm256_broadcast_ss(w + j);
-      const size_t base = static_cast<size_t>(j) * row_stride_elems + c;
-      for (int k = 0; k < nv; ++k) {
-        const uint32_t rem = len - 8 * k;
-        __m256 v;
-        if (v_f16) v = rem >= 8 ? load_w8<true>(v_rows, base + 8 * k)
-                                : load_w_tail<true>(v_rows, base + 8 * k, rem);
-        else v = rem >= 8 ? load_w8<false>(v_rows, base + 8 * k)
-                          : load_w_tail<false>(v_rows, base + 8 * k, rem);
-        acc[k] = _mm256_fmadd_ps(a, v, acc[k]);
-      }
-    }
+namespace {
+
+// out[0, 8 NV) = sum_j w[j] v_j[c, c + 8 NV): NV full vectors kept in registers (a runtime
+// count would index the accumulators through memory).
+template <int NV, bool F16>
+void accum_cols(const float* w, const void* v_rows, size_t row_stride_elems, uint32_t n_rows,
+                size_t c, float* out) {
+  __m256 acc[NV];
+#pragma GCC unroll 8
+  for (int k = 0; k < NV; ++k) acc[k] = _mm256_setzero_ps();
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const __m256 a = _mm256_broadcast_ss(w + j);
+    const size_t base = static_cast<size_t>(j) * row_stride_elems + c;
+#pragma GCC unroll 8
+    for (int k = 0; k < NV; ++k) acc[k] = _mm256_fmadd_ps(a, load_w8<F16>(v_rows, base + 8 * k), acc[k]);
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < NV; ++k) _mm256_storeu_ps(out + 8 * k, acc[k]);
+}
+
+// Up to 8 vectors, the last one partial (`len` = 1..64 columns).
+template <bool F16>
+void accum_cols_tail(const float* w, const void* v_rows, size_t row_stride_elems, uint32_t n_rows,
+                     size_t c, uint32_t len, float* out) {
+  const int nv = static_cast<int>((len + 7) / 8);
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const __m256 a = _mm256_broadcast_ss(w + j);
+    const size_t base = static_cast<size_t>(j) * row_stride_elems + c;
     for (int k = 0; k < nv; ++k) {
       const uint32_t rem = len - 8 * k;
-      if (rem >= 8) _mm256_storeu_ps(out + c + 8 * k, acc[k]);
-      else _mm256_maskstore_ps(out + c + 8 * k, tail_mask(rem), acc[k]);
+      const __m256 v = rem >= 8 ? load_w8<F16>(v_rows, base + 8 * k)
+                                : load_w_tail<F16>(v_rows, base + 8 * k, rem);
+      acc[k] = _mm256_fmadd_ps(a, v, acc[k]);
     }
   }
+  for (int k = 0; k < nv; ++k) {
+    const uint32_t rem = len - 8 * k;
+    if (rem >= 8) _mm256_storeu_ps(out + 8 * k, acc[k]);
+    else _mm256_maskstore_ps(out + 8 * k, tail_mask(rem), acc[k]);
+  }
+}
+
+template <bool F16>
+void attn_accum_impl(const float* w, const void* v_rows, uint32_t row_stride_elems,
+                     uint32_t n_rows, uint32_t head_dim, float* out) {
+  // Columns in chunks of up to 64, all rows per chunk: a 64-wide head (the common size) is one
+  // pass over its value rows with eight independent FMA chains covering the FMA latency. Each
+  // output still sums its rows in row order, so the chunking changes no result.
+  uint32_t c = 0;
+  for (; c + 64 <= head_dim; c += 64) accum_cols<8, F16>(w, v_rows, row_stride_elems, n_rows, c, out + c);
+  if (c + 32 <= head_dim) {
+    accum_cols<4, F16>(w, v_rows, row_stride_elems, n_rows, c, out + c);
+    c += 32;
+  }
+  if (c < head_dim) accum_cols_tail<F16>(w, v_rows, row_stride_elems, n_rows, c, head_dim - c, out + c);
+}
+
+}  // namespace
+
+void attn_accum_avx2(const float* w, const void* v_rows, uint32_t row_stride_elems,
+                     uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
+  if (v_f16) attn_accum_impl<true>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
+  else attn_accum_impl<false>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
 }
 
 namespace {
