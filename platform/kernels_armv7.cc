@@ -383,32 +383,12 @@ void attn_dot_armv7(const float* q, const void* k_rows, uint32_t row_stride_elem
   for (uint32_t j = 0; j < n_rows; ++j) out[j] *= scale;
 }
 
+#include "platform/kernels_neon_attn.inc"
+
 void attn_accum_armv7(const float* w, const void* v_rows, uint32_t row_stride_elems,
                       uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
-  const uint16_t* vh = static_cast<const uint16_t*>(v_rows);
-  const float* vf = static_cast<const float*>(v_rows);
-  for (uint32_t c = 0; c < head_dim; c += 16) {
-    const uint32_t len = head_dim - c < 16 ? head_dim - c : 16;
-    const int nv = static_cast<int>((len + 3) / 4);
-    float32x4_t acc[4];
-    for (int k = 0; k < 4; ++k) acc[k] = vdupq_n_f32(0.0f);
-    for (uint32_t j = 0; j < n_rows; ++j) {
-      const float a = w[j];
-      const size_t base = static_cast<size_t>(j) * row_stride_elems + c;
-      for (int k = 0; k < nv; ++k) {
-        const uint32_t rem = len - 4 * k;
-        float32x4_t v;
-        if (v_f16) v = rem >= 4 ? cvt_f16x4(vh + base + 4 * k) : load_f16_tail(vh + base + 4 * k, rem);
-        else v = rem >= 4 ? vld1q_f32(vf + base + 4 * k) : load_f32_tail(vf + base + 4 * k, rem);
-        acc[k] = vmlaq_n_f32(acc[k], v, a);
-      }
-    }
-    for (int k = 0; k < nv; ++k) {
-      const uint32_t rem = len - 4 * k;
-      if (rem >= 4) vst1q_f32(out + c + 4 * k, acc[k]);
-      else store_f32_tail(out + c + 4 * k, acc[k], rem);
-    }
-  }
+  if (v_f16) attn_accum_impl<true>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
+  else attn_accum_impl<false>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
 }
 
 const KernelTable kArmv7 = {
