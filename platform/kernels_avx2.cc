@@ -71,8 +71,21 @@ struct FloatMat {
       for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
     const size_t wrow = static_cast<size_t>(r) * w_stride;
     const float* x = X + static_cast<size_t>(t) * x_stride;
+    // Decode (T == 1) walks R rows side by side, which the hardware prefetcher alone follows
+    // poorly (f32 SmolLM2-135M decode, one thread: 35 -> 45 tok/s with this): each row is prefetched
+    // kPrefetchBytes ahead, once per 64-byte line. Prefill reuses each weight T times and is
+    // compute-bound. The accumulation order is the same either way (bit-equal batched prefill).
+    constexpr uint32_t kLineElems = F16 ? 32 : 16;
+    constexpr size_t kAheadElems = kPrefetchBytes / (F16 ? 2 : 4);
     uint32_t c = 0;
     for (; c + 8 <= cols; c += 8) {
+      if (T == 1 && c % kLineElems == 0) {
+        for (int i = 0; i < R; ++i) {
+          const size_t e = wrow + i * w_stride + c + kAheadElems;
+          prefetch(F16 ? static_cast<const void*>(static_cast<const uint16_t*>(W) + e)
+                       : static_cast<const void*>(static_cast<const float*>(W) + e));
+        }
+      }
       __m256 xv[T];
       for (int j = 0; j < T; ++j) xv[j] = _mm256_loadu_ps(x + j * x_stride + c);
       for (int i = 0; i < R; ++i) {
