@@ -72,9 +72,9 @@ struct FloatMat {
     const size_t wrow = static_cast<size_t>(r) * w_stride;
     const float* x = X + static_cast<size_t>(t) * x_stride;
     // Decode (T == 1) walks R rows side by side, which the hardware prefetcher alone follows
-    // poorly (f32 SmolLM2-135M decode, one thread: 35 -> 45 tok/s with this): each row is prefetched
-    // kPrefetchBytes ahead, once per 64-byte line. Prefill reuses each weight T times and is
-    // compute-bound. The accumulation order is the same either way (bit-equal batched prefill).
+    // poorly (f32 SmolLM2-135M decode, one thread: 35 -> 45 tok/s with this): each row is
+    // prefetched kPrefetchBytes ahead, once per 64-byte line. Prefill reuses each weight T times
+    // and is compute-bound. The accumulation order is the same either way (bit-equal prefill).
     constexpr uint32_t kLineElems = F16 ? 32 : 16;
     constexpr size_t kAheadElems = kPrefetchBytes / (F16 ? 2 : 4);
     uint32_t c = 0;
