@@ -619,29 +619,24 @@ int cmd_bench(int argc, char** argv) {
           fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
           return 1;
         }
-        if (n_prompt) {
+        // `reps` timed runs of one test (pp or tg over n tokens); prints its row.
+        auto measure = [&](const std::string& name, uint32_t n, bool prefill, Row* row) {
           std::vector<double> v;
           for (uint32_t r = 0; r < reps; ++r) {
-            if (!run.pp(n_prompt, &secs)) {
-              fprintf(stderr, "ringlm bench: %s: %s\n", pp_name.c_str(), run.error.c_str());
-              return 1;
+            if (!(prefill ? run.pp(n, &secs) : run.tg(n, &secs))) {
+              fprintf(stderr, "ringlm bench: %s: %s\n", name.c_str(), run.error.c_str());
+              return false;
             }
-            v.push_back(n_prompt / secs);
+            v.push_back(n / secs);
           }
-          Row row{nt, pp_name, true, stats_of(v)};
-          print_row(label, size_s, params_s, backend, row);
-        }
+          *row = Row{nt, name, true, stats_of(v)};
+          print_row(label, size_s, params_s, backend, *row);
+          return true;
+        };
+        Row row;
+        if (n_prompt && !measure(pp_name, n_prompt, true, &row)) return 1;
         if (n_gen) {
-          std::vector<double> v;
-          for (uint32_t r = 0; r < reps; ++r) {
-            if (!run.tg(n_gen, &secs)) {
-              fprintf(stderr, "ringlm bench: %s: %s\n", tg_name.c_str(), run.error.c_str());
-              return 1;
-            }
-            v.push_back(n_gen / secs);
-          }
-          Row row{nt, tg_name, true, stats_of(v)};
-          print_row(label, size_s, params_s, backend, row);
+          if (!measure(tg_name, n_gen, false, &row)) return 1;
           rr.tg_tps = row.tps.mean;
         }
         results.push_back(rr);
