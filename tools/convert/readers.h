@@ -14,13 +14,16 @@ namespace conv {
 bool read_llama2c(const std::string& path, const std::string& tokenizer_path, ModelData* out,
                   std::string* err);
 
-// GGUF v2/v3, architecture "llama"; tensors F32/F16/BF16/Q8_0/Q4_0.
+// GGUF v2/v3 of a supported family (general.architecture llama, mistral, qwen2, qwen3, gemma2,
+// gemma3, phi3: see families.h); tensors F32/F16/BF16/Q8_0/Q4_0. A file without tensors (a
+// vocabulary-only GGUF) is refused: read its tokenizer with read_gguf_tokenizer.
 bool read_gguf(const std::string& path, ModelData* out, std::string* err);
 
 // Only the tokenizer of a GGUF (any architecture; vocab-only files included).
 bool read_gguf_tokenizer(const std::string& path, TokenizerData* out, std::string* err);
 
-// Hugging Face Llama directory: config.json, model.safetensors (or a sharded
+// Hugging Face directory of a supported family (config.json "model_type"; see families.h):
+// config.json, model.safetensors (or a sharded
 // model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json.
 bool read_hf(const std::string& dir, ModelData* out, std::string* err);
 
