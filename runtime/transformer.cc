@@ -46,12 +46,30 @@ bool is_quant(const WeightView& w) {
   return w.type == WeightType::Q8 || w.type == WeightType::Q4;
 }
 
+// Bytes a matmul reads of `w` (values and, for Q8/Q4, the f16 group scales).
+uint64_t weight_bytes(const WeightView& w) {
+  const uint64_t n = static_cast<uint64_t>(w.rows) * w.row_stride;
+  switch (w.type) {
+    case WeightType::F32: return 4 * n;
+    case WeightType::F16: return 2 * n;
+    case WeightType::Q8: return n + n / kQuantGroup * 2;
+    case WeightType::Q4: return n / 2 + n / kQuantGroup * 2;
+  }
+  return n;
+}
+
 // Rows are split across threads in blocks of this many, so every thread count sees the same
 // block boundaries and each row is computed by the same kernel code path: results do not depend
 // on the thread count.
 constexpr uint32_t kRowBlock = 16;
-// Below this many weights per job, synchronising threads costs more than the work.
-constexpr uint64_t kMinParallelWeights = 1u << 16;
+// When a matmul job is worth splitting across threads. Prefill is compute-bound: it pays once
+// the job has this many multiply-adds (weights x tokens; ~0.1 ms on one core), below which the
+// hand-off costs more than it saves (stories260K, 2 threads: prefill 4 % slower at 2^16).
+constexpr uint64_t kMinParallelMacs = 1u << 22;
+// Decode is bandwidth-bound: a second core adds bandwidth once the job streams this many weight
+// bytes, more than a core's L2 keeps between tokens (smaller models run from cache, where the
+// split only adds the hand-off).
+constexpr uint64_t kMinParallelBytes = 1u << 18;
 // Attention work (visible slots × q_dim) below which heads are not split across threads.
 constexpr uint64_t kMinParallelAttention = 1u << 14;
 
@@ -129,13 +147,14 @@ void project(Transformer* t, const float* x, uint32_t n, uint32_t cols, const We
     for (uint32_t i = 0; i < count; ++i) job.xnn[i] = xnn_ops(t, slot0 + i);
   }
   bool need = false;
-  uint64_t weights = 0;
+  uint64_t weights = 0, bytes = 0;
   for (uint32_t i = 0; i < count; ++i) {
     need |= is_quant(*w[i]);
     weights += static_cast<uint64_t>(w[i]->rows) * w[i]->cols;
+    bytes += weight_bytes(*w[i]);
   }
   if (need) job.qa = prepare_acts(t, x, n, cols);
-  if (t->n_threads > 1 && weights * n >= kMinParallelWeights) {
+  if (t->n_threads > 1 && (weights * n >= kMinParallelMacs || bytes >= kMinParallelBytes)) {
     thread_pool_run(t->pool, project_job, &job);
   } else {
     project_job(&job, 0, 1);
