@@ -10,7 +10,8 @@ RINGLM=build/release/bin/ringlm
 mkdir -p build/models
 "$RINGLM" convert "$SHARED/models/stories260K/stories260K.bin" \
     --tokenizer "$SHARED/models/stories260K/tok512.bin" --quant q8 -o build/models/stories260K-q8.rlm
-"$RINGLM" inspect build/models/stories260K-q8.rlm | head -n 12
+# sed, not head: head exits after 12 lines and inspect would die of SIGPIPE (pipefail).
+"$RINGLM" inspect build/models/stories260K-q8.rlm | sed -n 1,12p
 echo
 echo "--- ringlm generate -m build/models/stories260K-q8.rlm -p \"Once upon a time\" --temp 0 -n 200"
 printf 'Once upon a time'

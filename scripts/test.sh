@@ -7,6 +7,7 @@
 #
 #   bash scripts/test.sh                      # everything (what CI runs)
 #   bash scripts/test.sh release aarch64-max  # only these suites (test preset names)
+#   bash scripts/test.sh demo                 # only README's first command (scripts/demo.sh)
 #   bash scripts/test.sh apps                 # only the tests for app developers (ctest -L apps:
 #                                             # header hygiene, C++ wrapper, Java/JNI, consumer of a
 #                                             # staged install, embedded model under strace), release
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 jobs=$(nproc)
 
-ALL_SUITES=(release asan tsan fuzz aarch64-a72 aarch64-a76 aarch64-max armhf)
+ALL_SUITES=(release demo asan tsan fuzz aarch64-a72 aarch64-a76 aarch64-max armhf)
 if [ $# -gt 0 ]; then SUITES=("$@"); else SUITES=("${ALL_SUITES[@]}"); fi
 
 logs=$(mktemp -d "${TMPDIR:-/tmp}/ringlm-test.XXXXXX")
@@ -54,8 +55,25 @@ build_preset() {
   fi
 }
 
+# README's first command, end to end (after release, whose build it reuses): it must exit 0 and
+# print the greedy stories260K continuation with its stats line.
+run_demo() {
+  local t0=$SECONDS log="$logs/demo.log" ok=1
+  echo "=== demo (bash scripts/demo.sh)" >&2
+  if ! bash scripts/demo.sh >"$log" 2>&1; then ok=0; fi
+  grep -q '^Once upon a time' "$log" && grep -q 'stop max-tokens' "$log" || ok=0
+  if [ $ok -eq 1 ]; then
+    total_pass=$((total_pass + 1))
+  else
+    tail -20 "$log"; total_fail=$((total_fail + 1)); status=1
+  fi
+  summary+=("$(printf '%-12s %d passed, %d failed, 0 skipped (%ds)' "demo:" "$ok" $((1 - ok)) \
+                $((SECONDS - t0)))")
+}
+
 run_suite() {
   local s=$1 p t0 log total failed skipped
+  if [ "$s" = demo ]; then run_demo; return; fi
   p=$(configure_preset_of "$s")
   t0=$SECONDS
   build_preset "$p"
