@@ -17,7 +17,7 @@
 #include "convert/families.h"
 #include "convert/ir.h"
 #include "fixtures.h"
-#include "fp16.h"
+#include "kernels/scalar.h"
 #include "model_writers.h"
 
 namespace ringlm_fuzz {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"  // WeightView
 #include "model_generated.h"
 #include "quant.h"
 #include "status.h"
@@ -26,17 +27,6 @@ constexpr uint32_t kMaxFfn = 1u << 18;
 constexpr uint32_t kMaxVocab = 1u << 20;
 constexpr uint32_t kMaxContext = 1u << 24;
 constexpr uint32_t kMaxPieceBytes = 256;
-
-// One weight matrix (or vector) as the kernels see it. Pointers borrow the model bytes.
-struct WeightView {
-  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4: packed nibbles
-  const uint16_t* scales = nullptr;  // Q8/Q4: f16 scale per 32-group, (rows, row_stride / 32)
-  WeightType type = WeightType::F32;
-  uint32_t rows = 0;                 // output features (1 for vectors)
-  uint32_t cols = 0;                 // input features
-  uint32_t row_stride = 0;           // stored values per row: cols, or padded_cols for Q8/Q4
-  bool present() const { return data != nullptr; }
-};
 
 struct Hparams {
   fb::Family family;

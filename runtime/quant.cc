@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "fp16.h"
+#include "kernels/scalar.h"
 
 namespace ringlm {
 

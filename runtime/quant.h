@@ -7,13 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"  // kQuantGroup, WeightType
+
 namespace ringlm {
 
-constexpr uint32_t kQuantGroup = 32;
 constexpr uint64_t kTensorAlignment = 64;
-
-// Matches fb::DType values; kept here so this header does not need the generated schema.
-enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3 };
 
 inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + (a - 1)) & ~(a - 1); }
 inline uint64_t padded_cols(uint64_t cols) { return align_up(cols, kQuantGroup); }
@@ -35,13 +33,6 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
 // Dequantize `cols` values of one row (the padding is not written).
 void dequantize_row_q8(const int8_t* qs, const uint16_t* scales, size_t cols, float* out);
 void dequantize_row_q4(const uint8_t* qs, const uint16_t* scales, size_t cols, float* out);
-
-// Value i (0..31) of a packed Q4 group of 16 bytes.
-inline int q4_get(const uint8_t* group, unsigned i) {
-  uint8_t b = group[i & 15u];
-  unsigned nib = i < 16 ? (b & 0x0fu) : (b >> 4);
-  return static_cast<int>(nib ^ 8u) - 8;  // sign-extend 4 bits
-}
 
 }  // namespace ringlm
 

@@ -16,7 +16,7 @@
 #include "convert/convert.h"
 #include "convert/synthetic.h"
 #include "fixtures.h"
-#include "fp16.h"
+#include "kernels/scalar.h"
 #include "quant.h"
 #include "gtest/gtest.h"
 #include "ringlm/ringlm.h"

@@ -25,7 +25,7 @@
 
 #include "convert/convert.h"
 #include "convert/readers.h"
-#include "fp16.h"
+#include "kernels/scalar.h"
 #include "gtest/gtest.h"
 #include "model.h"
 #include "model_writers.h"

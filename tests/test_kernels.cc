@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fp16.h"
+#include "kernels/scalar.h"
 #include "kernels/kernels.h"
 #include "quant.h"
 

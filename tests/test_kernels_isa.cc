@@ -1,4 +1,4 @@
-// Every ISA kernel table against the scalar reference (runtime/kernels/ref.cc), entry by entry,
+// Every ISA kernel table against the scalar reference (kernels/ref.cc), entry by entry,
 // on random data over many shapes. Tables compiled for this architecture but not runnable on this
 // CPU are skipped, saying so.
 //
@@ -26,7 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "../platform/cpu_features.h"
-#include "fp16.h"
+#include "kernels/scalar.h"
 #include "kernels/kernels.h"
 #include "quant.h"
 

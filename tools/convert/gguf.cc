@@ -17,7 +17,7 @@
 #include "convert/families.h"
 #include "convert/file_io.h"
 #include "convert/readers.h"
-#include "fp16.h"
+#include "kernels/scalar.h"
 #include "model.h"
 #include "quant.h"
 

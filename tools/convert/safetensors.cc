@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp16.h"
+#include "kernels/scalar.h"
 
 namespace ringlm {
 namespace conv {

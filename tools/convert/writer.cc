@@ -10,7 +10,7 @@
 
 #include "convert/convert.h"
 #include "convert/writer.h"
-#include "fp16.h"
+#include "kernels/scalar.h"
 #include "quant.h"
 #include "ringlm/ringlm.h"
 

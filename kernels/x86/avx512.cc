@@ -11,7 +11,7 @@
 //   Q4: u = v + 8 (nibble xor 8),  sum(u x) -   8 sum(x) = sum(v x)
 // The int32 lanes are converted and scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale).
 // Decode: 4 rows x 1 token, prefetching a fixed distance ahead; prefill: 4 rows x 4 tokens.
-#include "platform/kernels_isa.h"
+#include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
 
@@ -23,7 +23,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "platform/kernels_x86_common.inc"
+#include "x86/x86.inc"
 
 namespace ringlm {
 namespace {
@@ -56,57 +56,16 @@ inline void store_tile512(const __m512 (&acc)[R][T], float* Y, size_t y_stride) 
   }
 }
 
-struct QuantMat {
-  const uint8_t* W;
-  size_t w_row_bytes;
-  const uint16_t* WS;
-  uint32_t groups;
-  const int8_t* X;
-  size_t x_stride;
-  const float* XS;
-  float* Y;
-  size_t y_stride;
-};
-
-QuantMat quant_mat(const WeightView& w, const QuantActs& x, float* y, size_t row_bytes) {
-  QuantMat m;
-  m.W = static_cast<const uint8_t*>(w.data);
-  m.w_row_bytes = row_bytes;
-  m.WS = w.scales;
-  m.groups = w.row_stride / kQuantGroup;
-  m.X = x.qs;
-  m.x_stride = x.stride;
-  m.XS = x.scales;
-  m.Y = y;
-  m.y_stride = w.rows;
-  return m;
-}
-
 // Lane indices spreading block scales sc[2k], sc[2k+1] over a zmm (8 lanes each).
 inline __m512i pair_index(uint32_t k) {
   const __m512i lo = _mm512_set1_epi32(static_cast<int>(2 * k));
   return _mm512_mask_add_epi32(lo, 0xff00, lo, _mm512_set1_epi32(1));
 }
 
-template <bool Q4>
-struct VnniMat : QuantMat {
-  // The two groups g, g+1 (only g when `half`) of a row as 64 unsigned bytes, offset as above.
-  __m512i load_w(const uint8_t* row, size_t g, bool half) const {
-    if (Q4) {
-      const uint8_t* p = row + g * 16;
-      const __m256i b = half ? _mm256_maskz_loadu_epi8(0xffffu, p)
-                             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-      // 128-bit lanes: bytes of g, bytes of g >> 4, bytes of g+1, bytes of g+1 >> 4.
-      const __m512i z = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
-                                                 _mm512_castsi256_si512(b));
-      const __m512i sh = _mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
-      // (sh & 0x0f) ^ 0x08
-      return _mm512_ternarylogic_epi32(sh, _mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x08), 0x6a);
-    }
-    const uint8_t* p = row + g * 32;
-    const __m512i v = half ? _mm512_maskz_loadu_epi8(0xffffffffull, p) : _mm512_loadu_si512(p);
-    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
-  }
+// Q8, two groups per step (the 4-row tile: prefill, and decode of rows wider than
+// q8_decode_rows takes).
+struct VnniQ8 : QuantMat {
+  static constexpr bool kQ4 = false;
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -115,36 +74,25 @@ struct VnniMat : QuantMat {
     const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
     const int8_t* Xt = X + t * x_stride;
     const float* XSt = XS + t * xs_stride;
-    const __m512i offset = _mm512_set1_epi8(Q4 ? 8 : static_cast<char>(0x80));
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
     __m512 acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
-    alignas(64) float sc[R][T][16];
+    alignas(32) float sc[R][T][8];
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
-      {
-        __m256 xs[T];
-        for (int j = 0; j < T; ++j) {
-          const float* p = XSt + j * xs_stride + gb;
-          xs[j] = nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskz_loadu_ps((1u << nb) - 1, p);
-        }
-        for (int i = 0; i < R; ++i) {
-          const uint16_t* p = WSr + i * groups + gb;
-          const __m128i h = nb == 8 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                                    : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << nb) - 1), p);
-          const __m256 ws = _mm256_cvtph_ps(h);
-          for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(ws, xs[j]));
-        }
-      }
+      block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
       for (uint32_t k = 0; 2 * k < nb; ++k) {
         const size_t g = gb + 2 * k;
         const bool half = 2 * k + 1 == nb;
         const __m512i idx = pair_index(k);
         __m512i u[R];
         for (int i = 0; i < R; ++i) {
-          if ((k & (Q4 ? 1 : 0)) == 0)
-            prefetch(Wr + i * w_row_bytes + g * (Q4 ? 16 : 32) + kPrefetchBytes);
-          u[i] = load_w(Wr + i * w_row_bytes, g, half);
+          const uint8_t* p = Wr + i * w_row_bytes + g * kQuantGroup;
+          prefetch(p + kPrefetchBytes);
+          // w + 128 (see the top of the file); the upper group zero when `half`
+          const __m512i wv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, p) : _mm512_loadu_si512(p);
+          u[i] = _mm512_xor_si512(wv, offset);
         }
         for (int j = 0; j < T; ++j) {
           const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
@@ -170,6 +118,8 @@ struct VnniMat : QuantMat {
 // row's four groups cost one load, three logic ops and two vpdpbusd, and int32 lanes 4k..4k+3
 // belong to group g+k.
 struct Q4Quad : QuantMat {
+  static constexpr bool kQ4 = true;
+
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     const size_t xs_stride = x_stride / kQuantGroup;
@@ -184,23 +134,10 @@ struct Q4Quad : QuantMat {
     __m512 acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
-    alignas(64) float sc[R][T][16];
+    alignas(32) float sc[R][T][8];
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
-      {
-        __m256 xs[T];
-        for (int j = 0; j < T; ++j) {
-          const float* p = XSt + j * xs_stride + gb;
-          xs[j] = nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskz_loadu_ps((1u << nb) - 1, p);
-        }
-        for (int i = 0; i < R; ++i) {
-          const uint16_t* p = WSr + i * groups + gb;
-          const __m128i h = nb == 8 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                                    : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << nb) - 1), p);
-          const __m256 ws = _mm256_cvtph_ps(h);
-          for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(ws, xs[j]));
-        }
-      }
+      block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
       for (uint32_t q = 0; 4 * q < nb; ++q) {
         const size_t g = gb + 4 * q;
         const uint32_t ng = nb - 4 * q < 4 ? nb - 4 * q : 4;  // groups in this quad
@@ -294,28 +231,12 @@ bool q8_decode_rows(const QuantMat& m, uint32_t r0, uint32_t r1) {
 
 void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
-  VnniMat<false> m;
-  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride);
+  const VnniQ8 m = quant_mat<VnniQ8>(w, x, y);
   if (n == 1 && q8_decode_rows(m, r0, r1)) return;
   drive<4, 4, 4>(m, n, r0, r1);
 }
 
-void matmul_q4_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                      uint32_t r1) {
-  Q4Quad m;
-  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride / 2);
-  drive<8, 4, 4>(m, n, r0, r1);
-}
-
-namespace {
-const KernelTable kAvx512 = {
-    "avx512",           matmul_f32_avx2, matmul_f16_avx2, matmul_q8_avx512, matmul_q4_avx512,
-    quantize_acts_avx2, rmsnorm_avx2,    softmax_avx2,    swiglu_avx2,      attn_dot_avx2,
-    attn_accum_avx2,
-};
-}  // namespace
-
-const KernelTable* kernels_avx512() { return &kAvx512; }
+RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad)
 
 }  // namespace ringlm
 

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "fp16.h"
-#include "kernels/kernels.h"
+#include "kernels.h"
+#include "scalar.h"
 
 namespace ringlm {
 namespace {

@@ -1,7 +1,9 @@
-// IEEE binary16 <-> float32, portable and exact (round-to-nearest-even on narrowing).
-// Scalar reference; ISA kernels use hardware conversion where present.
-#ifndef RINGLM_RUNTIME_FP16_H_
-#define RINGLM_RUNTIME_FP16_H_
+// Scalar decoders of the encodings the kernels consume: IEEE binary16 <-> float32, portable and
+// exact (round-to-nearest-even on narrowing), and the packed Q4 nibbles. The reference kernels,
+// the runtime and the converter use them; the ISA files do not (inline functions: see kernels.h),
+// they convert with their own instructions.
+#ifndef RINGLM_KERNELS_SCALAR_H_
+#define RINGLM_KERNELS_SCALAR_H_
 
 #include <stdint.h>
 #include <string.h>
@@ -59,6 +61,14 @@ inline uint16_t f32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
+// Value i (0..31) of a packed Q4 group of 16 bytes: values 0..15 in the low nibbles of bytes
+// 0..15, values 16..31 in their high nibbles, each stored as v + 8.
+inline int q4_get(const uint8_t* group, unsigned i) {
+  uint8_t b = group[i & 15u];
+  unsigned nib = i < 16 ? (b & 0x0fu) : (b >> 4);
+  return static_cast<int>(nib ^ 8u) - 8;  // sign-extend 4 bits
+}
+
 }  // namespace ringlm
 
-#endif  // RINGLM_RUNTIME_FP16_H_
+#endif  // RINGLM_KERNELS_SCALAR_H_

@@ -1,19 +1,41 @@
-// The kernel table: every numeric inner loop the forward pass runs, as function pointers filled
-// at session init (scalar reference here; ISA versions slot in per CPU feature, issue #5).
+// The kernel contract: every numeric inner loop the forward pass runs, as a table of function
+// pointers chosen at session init (the scalar reference, or an ISA table per CPU feature, #5).
+//
+// This header is all the kernels know of the rest of ringlm, and it holds plain data only: types
+// of <stdint.h> level (weight encodings, views, the table) and function declarations, no inline
+// function and no other include. The per-ISA files (kernels/x86, kernels/arm) are compiled with
+// wider -m flags than the rest; an inline function they shared with the runtime could be emitted
+// by them and picked by the linker for every caller (kernels/isa.h, kernels/CMakeLists.txt).
 //
 // Conventions: row-major; a matmul computes y(n, w.rows) = x(n, w.cols) · Wᵀ for output rows
 // [r0, r1) only (so a thread pool can split rows), with y's row stride = w.rows. Quantized
 // weights take activations quantized per 32-group to int8 (QuantActs); the int32 dot product of a
 // group is scaled by both group scales, accumulated in float in group order.
-#ifndef RINGLM_RUNTIME_KERNELS_KERNELS_H_
-#define RINGLM_RUNTIME_KERNELS_KERNELS_H_
+#ifndef RINGLM_KERNELS_KERNELS_H_
+#define RINGLM_KERNELS_KERNELS_H_
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
-
 namespace ringlm {
+
+// ---- Weight encodings (schema/model.fbs "TENSOR DATA ENCODINGS") ------------------------------
+// Q8/Q4 values come in groups of kQuantGroup along a row, one f16 scale per group.
+constexpr uint32_t kQuantGroup = 32;
+
+// Matches fb::DType values; kept here so neither the kernels nor quant.h need the generated schema.
+enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3 };
+
+// One weight matrix (or vector) as the kernels see it. Pointers borrow the model bytes.
+struct WeightView {
+  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4: packed nibbles
+  const uint16_t* scales = nullptr;  // Q8/Q4: f16 scale per 32-group, (rows, row_stride / 32)
+  WeightType type = WeightType::F32;
+  uint32_t rows = 0;                 // output features (1 for vectors)
+  uint32_t cols = 0;                 // input features
+  uint32_t row_stride = 0;           // stored values per row: cols, or padded_cols for Q8/Q4
+  bool present() const;              // data != nullptr (out of line: kernels.cc)
+};
 
 // Activations quantized for Q8/Q4 matmuls.
 struct QuantActs {
@@ -55,7 +77,7 @@ struct KernelTable {
 // The scalar reference: the numerical oracle every ISA kernel is tested against.
 const KernelTable* kernels_ref();
 
-// ---- Per-CPU selection (runtime/kernels/select.cc) --------------------------------------------
+// ---- Per-CPU selection (kernels/select.cc) --------------------------------------------
 // Tables compiled into this build for the target architecture: x86-64 "avx512", "avx2";
 // aarch64 "i8mm", "dotprod", "neon"; 32-bit ARM "armv7"; always "ref". Every table is a const
 // static: the pointers stay valid for the life of the program.
@@ -73,4 +95,4 @@ size_t kernels_compiled(const KernelTable** out, size_t cap);
 
 }  // namespace ringlm
 
-#endif  // RINGLM_RUNTIME_KERNELS_KERNELS_H_
+#endif  // RINGLM_KERNELS_KERNELS_H_

@@ -1,12 +1,32 @@
-// Kernel table selection: the best table the CPU can run, or the one a config names.
+// The ISA kernel tables and their selection: the best table the CPU can run, or the one a config
+// names. Compiled with the baseline flags: it only takes the addresses of the ISA entry points.
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "isa.h"
+#include "kernels.h"
 #include "platform/cpu_features.h"
-#include "platform/kernels_isa.h"
 
 namespace ringlm {
 namespace {
+
+// Table `name`: the quantized matmuls of ISA `quant`, everything else of ISA `base` (isa.h).
+#define RINGLM_KERNEL_TABLE(name, base, quant)                                                    \
+  const KernelTable k_##name = {#name,               matmul_f32_##base, matmul_f16_##base,       \
+                                matmul_q8_##quant,   matmul_q4_##quant, quantize_acts_##base,    \
+                                rmsnorm_##base,      softmax_##base,    swiglu_##base,           \
+                                attn_dot_##base,     attn_accum_##base};
+
+#if defined(RINGLM_KERNELS_X86)
+RINGLM_KERNEL_TABLE(avx512, avx2, avx512)
+RINGLM_KERNEL_TABLE(avx2, avx2, avx2)
+#elif defined(RINGLM_KERNELS_A64)
+RINGLM_KERNEL_TABLE(i8mm, neon, i8mm)
+RINGLM_KERNEL_TABLE(dotprod, neon, dotprod)
+RINGLM_KERNEL_TABLE(neon, neon, neon)
+#elif defined(RINGLM_KERNELS_ARMV7)
+RINGLM_KERNEL_TABLE(armv7, armv7, armv7)
+#endif
+#undef RINGLM_KERNEL_TABLE
 
 struct Candidate {
   const KernelTable* table;
@@ -20,15 +40,14 @@ size_t candidates(const CpuFeatures& f, Candidate* out) {
   size_t n = 0;
 #if defined(RINGLM_KERNELS_X86)
   const bool avx2 = f.avx2 && f.fma && f.f16c;
-  out[n++] = {kernels_avx512(),
-              avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni};
-  out[n++] = {kernels_avx2(), avx2};
+  out[n++] = {&k_avx512, avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni};
+  out[n++] = {&k_avx2, avx2};
 #elif defined(RINGLM_KERNELS_A64)
-  out[n++] = {kernels_i8mm(), f.neon && f.dotprod && f.i8mm};
-  out[n++] = {kernels_dotprod(), f.neon && f.dotprod};
-  out[n++] = {kernels_neon(), f.neon};
+  out[n++] = {&k_i8mm, f.neon && f.dotprod && f.i8mm};
+  out[n++] = {&k_dotprod, f.neon && f.dotprod};
+  out[n++] = {&k_neon, f.neon};
 #elif defined(RINGLM_KERNELS_ARMV7)
-  out[n++] = {kernels_armv7(), f.neon};
+  out[n++] = {&k_armv7, f.neon};
 #endif
   out[n++] = {kernels_ref(), true};
   return n;

@@ -5,35 +5,22 @@
 // matching 2x2 scale products in one multiply-add. Decode (n = 1) has one token: the dotprod
 // kernels do it. Tiles: 4 rows (two row pairs) x 2 tokens; an odd last row / token is computed as
 // a pair with itself and only one half stored.
-#include "platform/kernels_isa.h"
+#include "isa.h"
 
 #if defined(RINGLM_KERNELS_A64)
 
 #if !defined(__ARM_FEATURE_MATMUL_INT8)
-#error "kernels_neon_i8mm.cc needs -march=armv8.2-a+i8mm (runtime/CMakeLists.txt)"
+#error "arm/i8mm.cc needs -march=armv8.2-a+dotprod+i8mm (kernels/CMakeLists.txt)"
 #endif
 
 #include <arm_neon.h>
+#include <math.h>
 #include <string.h>
 
-#include "platform/kernels_a64_common.inc"
+#include "arm/a64.inc"
 
 namespace ringlm {
 namespace {
-
-using namespace a64;
-
-// The 32 values of one group of a row as two int8x16 (values 0..15, 16..31).
-template <bool Q4>
-inline void load_group(const uint8_t* row, size_t g, int8x16_t* a, int8x16_t* b) {
-  if (Q4) {
-    unpack_q4(row + g * 16, a, b);
-  } else {
-    const int8_t* p = reinterpret_cast<const int8_t*>(row) + g * 32;
-    *a = vld1q_s8(p);
-    *b = vld1q_s8(p + 16);
-  }
-}
 
 // smmla operands for a pair of rows u, v (32 values each): four 2x8 blocks, k = 0..3 covering
 // values 8k..8k+7 of both rows.
@@ -48,6 +35,8 @@ inline void pair_blocks(int8x16_t u0, int8x16_t u1, int8x16_t v0, int8x16_t v1, 
 
 template <bool Q4>
 struct MmlaMat : QuantMat {
+  static constexpr bool kQ4 = Q4;
+
   // R rows (1, 2 or 4) x T tokens (1 or 2).
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -126,31 +115,18 @@ struct MmlaMat : QuantMat {
 
 }  // namespace
 
+// Decode (n = 1) is the dotprod kernels'.
 void matmul_q8_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
   if (n == 1) return matmul_q8_dotprod(w, x, n, y, r0, r1);
-  MmlaMat<false> m;
-  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride);
-  drive<4, 4, 2>(m, n, r0, r1);
+  quant_matmul<4, 4, 2, MmlaMat<false>>(w, x, n, y, r0, r1);
 }
 
 void matmul_q4_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
   if (n == 1) return matmul_q4_dotprod(w, x, n, y, r0, r1);
-  MmlaMat<true> m;
-  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride / 2);
-  drive<4, 4, 2>(m, n, r0, r1);
+  quant_matmul<4, 4, 2, MmlaMat<true>>(w, x, n, y, r0, r1);
 }
-
-namespace {
-const KernelTable kI8mm = {
-    "i8mm",             matmul_f32_neon, matmul_f16_neon, matmul_q8_i8mm, matmul_q4_i8mm,
-    quantize_acts_neon, rmsnorm_neon,    softmax_neon,    swiglu_neon,    attn_dot_neon,
-    attn_accum_neon,
-};
-}  // namespace
-
-const KernelTable* kernels_i8mm() { return &kI8mm; }
 
 }  // namespace ringlm
 

@@ -1,5 +1,5 @@
-// x86-64 AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; see kernels_isa.h for why
-// nothing here may use a shared header's inline function).
+// x86-64 AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; see isa.h for why nothing
+// here may use a shared header's inline function).
 //
 // Matmuls walk output rows in tiles (rows outer, tokens inner): a tile of R rows x T tokens keeps
 // R*T accumulators in registers, so each loaded weight block serves T tokens and each activation
@@ -12,21 +12,19 @@
 // (xor 0x88, then low/high nibble, matching the x[0..15] / x[16..31] order of the layout);
 // maddubs(u, x) - maddubs(8, x) is the exact signed dot product, the second term shared by all
 // rows of the tile.
-#include "platform/kernels_isa.h"
+#include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
-#error "kernels_avx2.cc needs -mavx2 -mfma -mf16c (runtime/CMakeLists.txt)"
+#error "x86/avx2.cc needs -mavx2 -mfma -mf16c (kernels/CMakeLists.txt)"
 #endif
 
 #include <immintrin.h>
-
-
 #include <math.h>
 #include <string.h>
 
-#include "platform/kernels_x86_common.inc"
+#include "x86/x86.inc"
 
 namespace ringlm {
 namespace {
@@ -106,76 +104,7 @@ struct FloatMat {
   }
 };
 
-// ---- Q8 -------------------------------------------------------------------------------------------
-
-// Combined scales w_scale(row i, group gb+k) * x_scale(token j, group gb+k) for a block of up to
-// 8 groups, into sc[i][j][k].
-template <int R, int T>
-inline void block_scales(const uint16_t* WS, size_t ws_stride, const float* XS, size_t xs_stride,
-                         uint32_t gb, uint32_t nb, float (*sc)[T][8]) {
-  __m256 xs[T];
-  for (int j = 0; j < T; ++j) {
-    const float* p = XS + j * xs_stride + gb;
-    xs[j] = nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(nb));
-  }
-  for (int i = 0; i < R; ++i) {
-    const __m256 ws = load_f16x8(WS + i * ws_stride + gb, nb);
-    for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(ws, xs[j]));
-  }
-}
-
-struct QuantMat {
-  const uint8_t* W;    // row r at W + r * w_row_bytes
-  size_t w_row_bytes;
-  const uint16_t* WS;  // (rows, groups)
-  uint32_t groups;
-  const int8_t* X;     // token t at X + t * x_stride
-  size_t x_stride;
-  const float* XS;     // token t at XS + t * (x_stride / 32)
-  float* Y;
-  size_t y_stride;
-};
-
-struct Q8Mat : QuantMat {
-  template <int R, int T>
-  void tile(uint32_t r, uint32_t t) const {
-    const size_t xs_stride = x_stride / kQuantGroup;
-    const int8_t* Wr = reinterpret_cast<const int8_t*>(W) + r * w_row_bytes;
-    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
-    const int8_t* Xt = X + t * x_stride;
-    const float* XSt = XS + t * xs_stride;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
-    alignas(32) float sc[R][T][8];
-    for (uint32_t gb = 0; gb < groups; gb += 8) {
-      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
-      block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
-      for (uint32_t k = 0; k < nb; ++k) {
-        const size_t off = static_cast<size_t>(gb + k) * kQuantGroup;
-        __m256i wv[R], aw[R];
-        for (int i = 0; i < R; ++i) {
-          if ((k & 1) == 0) prefetch(Wr + i * w_row_bytes + off + kPrefetchBytes);
-          wv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Wr + i * w_row_bytes + off));
-          aw[i] = _mm256_sign_epi8(wv[i], wv[i]);
-        }
-        for (int j = 0; j < T; ++j) {
-          const __m256i xv =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Xt + j * x_stride + off));
-          for (int i = 0; i < R; ++i) {
-            const __m256i p16 = _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(xv, wv[i]));
-            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-            acc[i][j] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&sc[i][j][k]), acc[i][j]);
-          }
-        }
-      }
-    }
-    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride);
-  }
-};
-
-// ---- Q4 -------------------------------------------------------------------------------------------
+// ---- Q8 / Q4 ---------------------------------------------------------------------------------------
 
 // 16 packed bytes -> 32 unsigned values v + 8 (value j in byte j, j = 0..31).
 inline __m256i unpack_q4(const uint8_t* p) {
@@ -184,7 +113,13 @@ inline __m256i unpack_q4(const uint8_t* p) {
   return _mm256_xor_si256(_mm256_and_si256(sh, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(0x08));
 }
 
-struct Q4Mat : QuantMat {
+// The two differ only in the int32 partial sums of a group (see the top of the file):
+//   Q8: maddubs(|w|, x * sign(w));  Q4: maddubs(u, x) - maddubs(8, x), the second per token.
+template <bool Q4>
+struct QuantTile : QuantMat {
+  static constexpr bool kQ4 = Q4;
+  static constexpr size_t kGroupBytes = Q4 ? kQuantGroup / 2 : kQuantGroup;
+
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     const size_t xs_stride = x_stride / kQuantGroup;
@@ -203,18 +138,29 @@ struct Q4Mat : QuantMat {
       block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
       for (uint32_t k = 0; k < nb; ++k) {
         const size_t g = gb + k;
-        __m256i u[R];
+        __m256i wv[R], u[R];  // Q8: w and |w|; Q4: u only
         for (int i = 0; i < R; ++i) {
-          if ((k & 3) == 0) prefetch(Wr + i * w_row_bytes + g * 16 + kPrefetchBytes);
-          u[i] = unpack_q4(Wr + i * w_row_bytes + g * 16);
+          const uint8_t* p = Wr + i * w_row_bytes + g * kGroupBytes;
+          if (k % (64 / kGroupBytes) == 0) prefetch(p + kPrefetchBytes);  // once per line
+          if constexpr (Q4) {
+            u[i] = unpack_q4(p);
+          } else {
+            wv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+            u[i] = _mm256_sign_epi8(wv[i], wv[i]);
+          }
         }
         for (int j = 0; j < T; ++j) {
           const __m256i xv = _mm256_loadu_si256(
               reinterpret_cast<const __m256i*>(Xt + j * x_stride + g * kQuantGroup));
-          const __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, xv), ones);
+          __m256i corr = _mm256_setzero_si256();
+          if constexpr (Q4) corr = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, xv), ones);
           for (int i = 0; i < R; ++i) {
-            const __m256i d =
-                _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u[i], xv), ones), corr);
+            __m256i d;
+            if constexpr (Q4) {
+              d = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u[i], xv), ones), corr);
+            } else {
+              d = _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], _mm256_sign_epi8(xv, wv[i])), ones);
+            }
             acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_broadcast_ss(&sc[i][j][k]),
                                         acc[i][j]);
           }
@@ -225,49 +171,14 @@ struct Q4Mat : QuantMat {
   }
 };
 
-QuantMat quant_mat(const WeightView& w, const QuantActs& x, float* y, size_t row_bytes) {
-  QuantMat m;
-  m.W = static_cast<const uint8_t*>(w.data);
-  m.w_row_bytes = row_bytes;
-  m.WS = w.scales;
-  m.groups = w.row_stride / kQuantGroup;
-  m.X = x.qs;
-  m.x_stride = x.stride;
-  m.XS = x.scales;
-  m.Y = y;
-  m.y_stride = w.rows;
-  return m;
-}
-
 }  // namespace
 
 // ---- entry points -------------------------------------------------------------------------------
 
-void matmul_f32_avx2(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
-                     uint32_t r1) {
-  const FloatMat<false> m{w.data, w.row_stride, w.cols, x, w.cols, y, w.rows};
-  drive<4, 4, 2>(m, n, r0, r1);
-}
-
-void matmul_f16_avx2(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
-                     uint32_t r1) {
-  const FloatMat<true> m{w.data, w.row_stride, w.cols, x, w.cols, y, w.rows};
-  drive<4, 4, 2>(m, n, r0, r1);
-}
-
-void matmul_q8_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
-  Q8Mat m;
-  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride);
-  drive<4, 2, 4>(m, n, r0, r1);
-}
-
-void matmul_q4_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
-  Q4Mat m;
-  static_cast<QuantMat&>(m) = quant_mat(w, x, y, w.row_stride / 2);
-  drive<4, 2, 4>(m, n, r0, r1);
-}
+RINGLM_FLOAT_MATMUL(matmul_f32_avx2, 4, 4, 2, FloatMat<false>)
+RINGLM_FLOAT_MATMUL(matmul_f16_avx2, 4, 4, 2, FloatMat<true>)
+RINGLM_QUANT_MATMUL(matmul_q8_avx2, 4, 2, 4, QuantTile<false>)
+RINGLM_QUANT_MATMUL(matmul_q4_avx2, 4, 2, 4, QuantTile<true>)
 
 void quantize_acts_avx2(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
                         float* scales) {
@@ -375,13 +286,7 @@ void swiglu_avx2(float* a, const float* b, uint32_t size) {
 
 void attn_dot_avx2(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,
                    uint32_t head_dim, bool k_f16, float scale, float* out) {
-  if (k_f16) {
-    const FloatMat<true> m{k_rows, row_stride_elems, head_dim, q, 0, out, 0};
-    drive<4, 4, 1>(m, 1, 0, n_rows);
-  } else {
-    const FloatMat<false> m{k_rows, row_stride_elems, head_dim, q, 0, out, 0};
-    drive<4, 4, 1>(m, 1, 0, n_rows);
-  }
+  attn_scores<FloatMat>(q, k_rows, row_stride_elems, n_rows, head_dim, k_f16, out);
   const __m256 s = _mm256_set1_ps(scale);
   uint32_t j = 0;
   for (; j + 8 <= n_rows; j += 8) _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_loadu_ps(out + j), s));
@@ -454,16 +359,6 @@ void attn_accum_avx2(const float* w, const void* v_rows, uint32_t row_stride_ele
   if (v_f16) attn_accum_impl<true>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
   else attn_accum_impl<false>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
 }
-
-namespace {
-const KernelTable kAvx2 = {
-    "avx2",           matmul_f32_avx2, matmul_f16_avx2, matmul_q8_avx2, matmul_q4_avx2,
-    quantize_acts_avx2, rmsnorm_avx2,  softmax_avx2,    swiglu_avx2,    attn_dot_avx2,
-    attn_accum_avx2,
-};
-}  // namespace
-
-const KernelTable* kernels_avx2() { return &kAvx2; }
 
 }  // namespace ringlm
 
