@@ -9,77 +9,49 @@
 namespace ringlm {
 namespace {
 
-void matmul_f32_ref(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
-  const float* W = static_cast<const float*>(w.data);
+// F32 or F16 weights, widened value by value.
+template <bool F16>
+void matmul_float_ref(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
+                      uint32_t r1) {
   for (uint32_t t = 0; t < n; ++t) {
     const float* xt = x + static_cast<size_t>(t) * w.cols;
     float* yt = y + static_cast<size_t>(t) * w.rows;
     for (uint32_t r = r0; r < r1; ++r) {
-      const float* row = W + static_cast<size_t>(r) * w.row_stride;
+      const size_t row = static_cast<size_t>(r) * w.row_stride;
       float acc = 0.0f;
-      for (uint32_t c = 0; c < w.cols; ++c) acc += row[c] * xt[c];
-      yt[r] = acc;
-    }
-  }
-}
-
-void matmul_f16_ref(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
-  const uint16_t* W = static_cast<const uint16_t*>(w.data);
-  for (uint32_t t = 0; t < n; ++t) {
-    const float* xt = x + static_cast<size_t>(t) * w.cols;
-    float* yt = y + static_cast<size_t>(t) * w.rows;
-    for (uint32_t r = r0; r < r1; ++r) {
-      const uint16_t* row = W + static_cast<size_t>(r) * w.row_stride;
-      float acc = 0.0f;
-      for (uint32_t c = 0; c < w.cols; ++c) acc += fp16_to_f32(row[c]) * xt[c];
-      yt[r] = acc;
-    }
-  }
-}
-
-void matmul_q8_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                   uint32_t r1) {
-  const int8_t* W = static_cast<const int8_t*>(w.data);
-  const uint32_t groups = w.row_stride / kQuantGroup;
-  for (uint32_t t = 0; t < n; ++t) {
-    const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
-    const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
-    float* yt = y + static_cast<size_t>(t) * w.rows;
-    for (uint32_t r = r0; r < r1; ++r) {
-      const int8_t* row = W + static_cast<size_t>(r) * w.row_stride;
-      const uint16_t* ws = w.scales + static_cast<size_t>(r) * groups;
-      float acc = 0.0f;
-      for (uint32_t g = 0; g < groups; ++g) {
-        int32_t isum = 0;
-        for (uint32_t j = 0; j < kQuantGroup; ++j) {
-          isum += static_cast<int32_t>(row[g * kQuantGroup + j]) * xq[g * kQuantGroup + j];
-        }
-        acc += static_cast<float>(isum) * (fp16_to_f32(ws[g]) * xs[g]);
+      for (uint32_t c = 0; c < w.cols; ++c) {
+        const float v = F16 ? fp16_to_f32(static_cast<const uint16_t*>(w.data)[row + c])
+                            : static_cast<const float*>(w.data)[row + c];
+        acc += v * xt[c];
       }
       yt[r] = acc;
     }
   }
 }
 
-void matmul_q4_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                   uint32_t r1) {
+// Q8 (int8 values) or Q4 (packed nibbles): per group, the exact int32 dot product, then scaled.
+template <bool Q4>
+void matmul_quant_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                      uint32_t r1) {
   const uint8_t* W = static_cast<const uint8_t*>(w.data);
+  const size_t row_bytes = Q4 ? w.row_stride / 2 : w.row_stride;
   const uint32_t groups = w.row_stride / kQuantGroup;
   for (uint32_t t = 0; t < n; ++t) {
     const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
     const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
     float* yt = y + static_cast<size_t>(t) * w.rows;
     for (uint32_t r = r0; r < r1; ++r) {
-      const uint8_t* row = W + static_cast<size_t>(r) * (w.row_stride / 2);
+      const uint8_t* row = W + static_cast<size_t>(r) * row_bytes;
       const uint16_t* ws = w.scales + static_cast<size_t>(r) * groups;
       float acc = 0.0f;
       for (uint32_t g = 0; g < groups; ++g) {
-        const uint8_t* grp = row + g * (kQuantGroup / 2);
         const int8_t* xg = xq + g * kQuantGroup;
         int32_t isum = 0;
-        for (uint32_t j = 0; j < kQuantGroup; ++j) isum += q4_get(grp, j) * xg[j];
+        for (uint32_t j = 0; j < kQuantGroup; ++j) {
+          const int32_t v = Q4 ? q4_get(row + g * (kQuantGroup / 2), j)
+                               : static_cast<int8_t>(row[g * kQuantGroup + j]);
+          isum += v * xg[j];
+        }
         acc += static_cast<float>(isum) * (fp16_to_f32(ws[g]) * xs[g]);
       }
       yt[r] = acc;
@@ -172,8 +144,16 @@ void attn_accum_ref(const float* w, const void* v_rows, uint32_t row_stride_elem
 }
 
 const KernelTable kRef = {
-    "ref",          matmul_f32_ref, matmul_f16_ref, matmul_q8_ref, matmul_q4_ref,
-    quantize_acts_ref, rmsnorm_ref, softmax_ref,    swiglu_ref,    attn_dot_ref,
+    "ref",
+    matmul_float_ref<false>,
+    matmul_float_ref<true>,
+    matmul_quant_ref<false>,
+    matmul_quant_ref<true>,
+    quantize_acts_ref,
+    rmsnorm_ref,
+    softmax_ref,
+    swiglu_ref,
+    attn_dot_ref,
     attn_accum_ref,
 };
 

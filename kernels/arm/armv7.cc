@@ -128,20 +128,10 @@ inline float32x4_t exp_ps(float32x4_t x) {
 #include "arm/neon.inc"
 
 template <bool F16>
-struct FloatMat {
-  const void* W;
-  size_t w_stride;
-  uint32_t cols;
-  const float* X;
-  size_t x_stride;
-  float* Y;
-  size_t y_stride;
-
+struct FloatMat : FloatOperands {
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    float32x4_t acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < T; ++j) acc[i][j] = vdupq_n_f32(0.0f);
+    float32x4_t acc[R][T] = {};  // zeros
     const size_t wrow = static_cast<size_t>(r) * w_stride;
     const float* x = X + static_cast<size_t>(t) * x_stride;
     for (uint32_t c = 0; c < cols; c += 4) {
@@ -172,11 +162,7 @@ struct SmullDot {
 
 }  // namespace
 
-RINGLM_FLOAT_MATMUL(matmul_f32_armv7, 4, 2, 2, FloatMat<false>)
-RINGLM_FLOAT_MATMUL(matmul_f16_armv7, 4, 2, 2, FloatMat<true>)
-RINGLM_QUANT_MATMUL(matmul_q8_armv7, 4, 2, 2, QuantTile<false, SmullDot>)
-RINGLM_QUANT_MATMUL(matmul_q4_armv7, 4, 2, 2, QuantTile<true, SmullDot>)
-RINGLM_NEON_SHARED_KERNELS(armv7)
+RINGLM_NEON_KERNELS(armv7, 2, 2, SmullDot)
 
 void softmax_armv7(float* x, uint32_t size) {
   float max_val = x[0];

@@ -41,11 +41,7 @@ struct MmlaMat : QuantMat {
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     constexpr int RP = (R + 1) / 2;  // row pairs
-    const size_t xs_stride = x_stride / kQuantGroup;
-    const uint8_t* Wr = W + r * w_row_bytes;
-    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
-    const int8_t* Xt = X + t * x_stride;
-    const float* XSt = XS + t * xs_stride;
+    const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
     const int r_hi = R > 1 ? 1 : 0;  // second row of a pair (itself when R == 1)
     const int t_hi = T > 1 ? 1 : 0;
     float32x4_t acc[RP];

@@ -31,11 +31,7 @@ struct SmullDot {
 
 }  // namespace
 
-RINGLM_FLOAT_MATMUL(matmul_f32_neon, 4, 4, 2, FloatMat<false>)
-RINGLM_FLOAT_MATMUL(matmul_f16_neon, 4, 4, 2, FloatMat<true>)
-RINGLM_QUANT_MATMUL(matmul_q8_neon, 4, 4, 2, QuantTile<false, SmullDot>)
-RINGLM_QUANT_MATMUL(matmul_q4_neon, 4, 4, 2, QuantTile<true, SmullDot>)
-RINGLM_NEON_SHARED_KERNELS(neon)
+RINGLM_NEON_KERNELS(neon, 4, 2, SmullDot)
 
 void softmax_neon(float* x, uint32_t size) {
   float32x4_t mv = vdupq_n_f32(x[0]);

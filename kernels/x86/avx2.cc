@@ -53,20 +53,10 @@ inline __m256 load_w_tail(const void* base, size_t idx, uint32_t rem) {
 
 // Float dot products of R weight rows with T activation rows (cols values each).
 template <bool F16>
-struct FloatMat {
-  const void* W;      // f32 or f16 rows
-  size_t w_stride;    // elements
-  uint32_t cols;
-  const float* X;
-  size_t x_stride;
-  float* Y;
-  size_t y_stride;
-
+struct FloatMat : FloatOperands {
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    __m256 acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+    __m256 acc[R][T] = {};  // zeros
     const size_t wrow = static_cast<size_t>(r) * w_stride;
     const float* x = X + static_cast<size_t>(t) * x_stride;
     // Decode (T == 1) walks R rows side by side, which the hardware prefetcher alone follows
@@ -122,16 +112,10 @@ struct QuantTile : QuantMat {
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    const size_t xs_stride = x_stride / kQuantGroup;
-    const uint8_t* Wr = W + r * w_row_bytes;
-    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
-    const int8_t* Xt = X + t * x_stride;
-    const float* XSt = XS + t * xs_stride;
+    const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i eights = _mm256_set1_epi8(8);
-    __m256 acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+    __m256 acc[R][T] = {};  // zeros
     alignas(32) float sc[R][T][8];
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;

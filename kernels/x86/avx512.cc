@@ -69,15 +69,9 @@ struct VnniQ8 : QuantMat {
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    const size_t xs_stride = x_stride / kQuantGroup;
-    const uint8_t* Wr = W + r * w_row_bytes;
-    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
-    const int8_t* Xt = X + t * x_stride;
-    const float* XSt = XS + t * xs_stride;
+    const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
     const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
-    __m512 acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+    __m512 acc[R][T] = {};  // zeros
     alignas(32) float sc[R][T][8];
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
@@ -122,18 +116,12 @@ struct Q4Quad : QuantMat {
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    const size_t xs_stride = x_stride / kQuantGroup;
-    const uint8_t* Wr = W + r * w_row_bytes;
-    const uint16_t* WSr = WS + static_cast<size_t>(r) * groups;
-    const int8_t* Xt = X + t * x_stride;
-    const float* XSt = XS + t * xs_stride;
+    const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
     const __m512i eights = _mm512_set1_epi8(8);
     const __m512i nib = _mm512_set1_epi8(0x0f);
     const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
     const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
-    __m512 acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+    __m512 acc[R][T] = {};  // zeros
     alignas(32) float sc[R][T][8];
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
