@@ -23,7 +23,8 @@ struct ConvertOptions {
 };
 
 // What kind of checkpoint `path` is (by directory / magic bytes / extension).
-enum class SourceKind { Unknown, Llama2c, Gguf, HuggingFace };
+// Ringlm: already a converted model file (refused with a message saying so).
+enum class SourceKind { Unknown, Llama2c, Gguf, HuggingFace, Ringlm };
 SourceKind detect_source(const std::string& path);
 const char* source_kind_name(SourceKind k);
 

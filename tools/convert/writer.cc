@@ -4,11 +4,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "convert/convert.h"
+#include "convert/output_file.h"
 #include "convert/writer.h"
 #include "fp16.h"
 #include "quant.h"
@@ -196,7 +198,8 @@ bool parse_dtype(const std::string& s, fb::DType* out) {
 }
 
 bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std::string* err,
-                 std::ostream* log, bool progress, ConvertStats* stats) {
+                 std::ostream* log, bool progress, ConvertStats* stats,
+                 const PlanCheck& plan_check) {
   if (static_cast<uint32_t>(quant) > static_cast<uint32_t>(fb::DType::MAX)) {
     *err = "unknown target dtype";
     return false;
@@ -256,6 +259,12 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
   if (header.size() > 0x7fffffffu) {
     *err = "model metadata exceeds the 2 GiB FlatBuffer limit";
     return false;
+  }
+
+  if (plan_check) {
+    // Tensors are laid out in order: the last one ends the file.
+    const uint64_t file_bytes = plan.empty() ? header.size() : plan.back().offset + plan.back().size;
+    if (!plan_check(file_bytes, err)) return false;
   }
 
   static const uint8_t zeros[64] = {};
@@ -384,7 +393,20 @@ bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
     }
     return true;
   };
-  return write_model(model, quant, sink, err, log, progress, stats) && flush(err);
+  PlanCheck fits = [fd](uint64_t need, std::string* e) {
+    // Only a regular file's file system is asked (a pipe's "free space" means nothing); when it
+    // is unknown, write() reports running out.
+    struct stat st;
+    uint64_t free_bytes = 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !free_bytes_on(fd, &free_bytes)) return true;
+    if (need <= free_bytes) return true;
+    char msg[160];
+    snprintf(msg, sizeof msg, "the model needs %.2f GiB but its file system has %.2f GiB free",
+             need / 1073741824.0, free_bytes / 1073741824.0);
+    *e = msg;
+    return false;
+  };
+  return write_model(model, quant, sink, err, log, progress, stats, fits) && flush(err);
 }
 
 }  // namespace conv
