@@ -169,7 +169,16 @@ rlm_status rlm_session_reset(rlm_session* session) {
 rlm_status rlm_session_feed_text(rlm_session* session, const char* text, size_t len) {
   SessionImpl* s = as_session(session);
   if (!s || (!text && len)) return RLM_ERR_INVALID_ARGUMENT;
-  return session_feed_text(s, text ? text : "", len);
+  return session_feed_text(s, text ? text : "", len, true);
+}
+
+rlm_status rlm_session_feed_text_ex(rlm_session* session, const char* text, size_t len,
+                                    uint32_t flags) {
+  SessionImpl* s = as_session(session);
+  if (!s || (!text && len) || (flags & ~RLM_TOKENIZE_PARSE_SPECIALS) != 0) {
+    return RLM_ERR_INVALID_ARGUMENT;
+  }
+  return session_feed_text(s, text ? text : "", len, (flags & RLM_TOKENIZE_PARSE_SPECIALS) != 0);
 }
 
 rlm_status rlm_session_feed_tokens(rlm_session* session, const int32_t* tokens, size_t n) {
@@ -292,6 +301,21 @@ rlm_status rlm_tokenize(const rlm_model* model, const char* text, size_t len, in
   if (scratch && reinterpret_cast<uintptr_t>(scratch) % 8 != 0) return RLM_ERR_MISALIGNED;
   return tokenize(m->root->tokenizer(), m->hp.vocab_size, text ? text : "", len, add_bos != 0,
                   tokens, cap, n_out, scratch, scratch_size, nullptr);
+}
+
+rlm_status rlm_tokenize_ex(const rlm_model* model, const char* text, size_t len, uint32_t flags,
+                           int32_t* tokens, size_t cap, size_t* n_out, void* scratch,
+                           size_t scratch_size) {
+  const ModelImpl* m = as_model(model);
+  constexpr uint32_t kKnown = RLM_TOKENIZE_PARSE_SPECIALS | RLM_TOKENIZE_ADD_BOS;
+  if (!m || (!text && len) || (!tokens && cap) || !n_out || (flags & ~kKnown) != 0) {
+    return RLM_ERR_INVALID_ARGUMENT;
+  }
+  if (scratch && reinterpret_cast<uintptr_t>(scratch) % 8 != 0) return RLM_ERR_MISALIGNED;
+  const uint32_t f = ((flags & RLM_TOKENIZE_PARSE_SPECIALS) ? kTokenizeParseSpecial : 0u) |
+                     ((flags & RLM_TOKENIZE_ADD_BOS) ? kTokenizeAddBos : 0u);
+  return tokenize_ex(m->root->tokenizer(), m->hp.vocab_size, text ? text : "", len, f, tokens,
+                     cap, n_out, scratch, scratch_size, nullptr);
 }
 
 rlm_status rlm_token_to_bytes(const rlm_model* model, int32_t token, char* out, size_t cap,

@@ -232,7 +232,7 @@ Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool
   return RLM_OK;
 }
 
-Status session_feed_text(SessionImpl* s, const char* text, size_t len) {
+Status session_feed_text(SessionImpl* s, const char* text, size_t len, bool parse_special) {
   ErrorSink err{s->error, sizeof s->error};
   RLM_CHECK(len <= s->cfg.max_text_bytes, RLM_ERR_CAPACITY, &err,
             "text of %zu bytes above max_text_bytes %u", len, s->cfg.max_text_bytes);
@@ -240,9 +240,11 @@ Status session_feed_text(SessionImpl* s, const char* text, size_t len) {
   const bool add_bos = at_start && s->tok->add_bos() && s->tok->bos_id() >= 0;
   size_t n = 0;
   int32_t* dst = s->batch + 1 + s->n_pending;
-  RLM_RETURN_IF_ERROR(tokenize(s->tok, s->model->hp.vocab_size, text, len, add_bos, dst,
-                               s->cfg.max_pending - s->n_pending, &n, s->tok_scratch,
-                               s->tok_scratch_size, &err));
+  const uint32_t flags =
+      (add_bos ? kTokenizeAddBos : 0u) | (parse_special ? kTokenizeParseSpecial : 0u);
+  RLM_RETURN_IF_ERROR(tokenize_ex(s->tok, s->model->hp.vocab_size, text, len, flags, dst,
+                                  s->cfg.max_pending - s->n_pending, &n, s->tok_scratch,
+                                  s->tok_scratch_size, &err));
   for (size_t i = 0; i < n; ++i) history_push(s, dst[i]);
   s->n_pending += static_cast<uint32_t>(n);
   begin_turn(s);

@@ -82,7 +82,8 @@ Status session_create(const ModelImpl& m, const SessionConfig& c, void* mem, siz
 void session_release(SessionImpl* s);
 void session_reset(SessionImpl* s);
 Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool add_bos);
-Status session_feed_text(SessionImpl* s, const char* text, size_t len);
+// parse_special: special-token text becomes its token (kTokenizeParseSpecial).
+Status session_feed_text(SessionImpl* s, const char* text, size_t len, bool parse_special);
 Status session_eval(SessionImpl* s);
 Status session_step(SessionImpl* s, rlm_step_result* r);
 Status session_rewind(SessionImpl* s, uint32_t position);

@@ -200,10 +200,32 @@ RLM_API rlm_status rlm_session_reset(rlm_session* session);
  * Input
  * ------------------------------------------------------------------------------------------- */
 
+/* Flags of rlm_tokenize_ex and rlm_session_feed_text_ex (bits of a uint32_t).
+ *
+ * RLM_TOKENIZE_PARSE_SPECIALS: text that spells a special token's piece (a control or
+ * user-defined token of a byte-level vocabulary, e.g. "<|im_end|>", "<|eot_id|>") becomes that
+ * token. Without it every byte is encoded as text, so a user cannot inject role or end-of-turn
+ * tokens. The rule: parse specials only in text the application itself wrote (a template, its
+ * own prompt); never in text a user typed or a client sent. SentencePiece vocabularies ignore
+ * the flag: their control tokens never come from text.
+ * RLM_TOKENIZE_ADD_BOS (rlm_tokenize_ex only): BOS first when the model has one.
+ * Any other bit is RLM_ERR_INVALID_ARGUMENT (reserved for later flags). */
+#define RLM_TOKENIZE_PARSE_SPECIALS 0x1u
+#define RLM_TOKENIZE_ADD_BOS 0x2u
+
 /* Tokenizes UTF-8 text inside the runtime and queues it. BOS is prepended per the model when
  * the session is at position 0 with nothing queued. Starts a new turn: the max-tokens count and
- * stop state restart. */
+ * stop state restart. Parses special-token text (as rlm_session_feed_text_ex with
+ * RLM_TOKENIZE_PARSE_SPECIALS): use the _ex form with flags 0 for untrusted text. `len` is at most
+ * rlm_session_config.max_text_bytes and the tokens must fit max_pending (RLM_ERR_CAPACITY, nothing
+ * queued). */
 RLM_API rlm_status rlm_session_feed_text(rlm_session* session, const char* text, size_t len);
+
+/* rlm_session_feed_text with `flags`: RLM_TOKENIZE_PARSE_SPECIALS or 0 (special-token text stays
+ * text). BOS as for rlm_session_feed_text; RLM_TOKENIZE_ADD_BOS and unknown bits are
+ * RLM_ERR_INVALID_ARGUMENT. */
+RLM_API rlm_status rlm_session_feed_text_ex(rlm_session* session, const char* text, size_t len,
+                                            uint32_t flags);
 
 /* Queues token ids as given (no BOS added). Starts a new turn like feed_text. */
 RLM_API rlm_status rlm_session_feed_tokens(rlm_session* session, const int32_t* tokens,
@@ -301,11 +323,18 @@ RLM_API rlm_status rlm_session_rewind(rlm_session* session, uint32_t position);
 
 /* Encodes text into `tokens` (capacity `cap`), BOS first when add_bos. *n_out receives the count;
  * RLM_ERR_CAPACITY if `cap` is too small (then *n_out is the count needed when known, else 0).
- * Uses `scratch` (at least rlm_tokenize_scratch_bytes(len) bytes, 8-aligned) for working state. */
+ * Uses `scratch` (at least rlm_tokenize_scratch_bytes(len) bytes, 8-aligned) for working state.
+ * Parses special-token text (as rlm_tokenize_ex with RLM_TOKENIZE_PARSE_SPECIALS). */
 RLM_API size_t rlm_tokenize_scratch_bytes(const rlm_model* model, size_t text_len);
 RLM_API rlm_status rlm_tokenize(const rlm_model* model, const char* text, size_t len,
                                 int add_bos, int32_t* tokens, size_t cap, size_t* n_out,
                                 void* scratch, size_t scratch_size);
+
+/* rlm_tokenize with `flags` (RLM_TOKENIZE_PARSE_SPECIALS | RLM_TOKENIZE_ADD_BOS, or 0: no BOS,
+ * special-token text stays text) in place of add_bos. Unknown bits: RLM_ERR_INVALID_ARGUMENT. */
+RLM_API rlm_status rlm_tokenize_ex(const rlm_model* model, const char* text, size_t len,
+                                   uint32_t flags, int32_t* tokens, size_t cap, size_t* n_out,
+                                   void* scratch, size_t scratch_size);
 
 /* Bytes of one token's piece as text (after "▁" -> " " and <0xNN> -> byte); may be a partial
  * UTF-8 sequence. Returns RLM_ERR_CAPACITY if `cap` is too small (*n_out = bytes needed). */
