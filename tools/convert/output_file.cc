@@ -2,6 +2,7 @@
 #include "convert/output_file.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,20 +27,29 @@ constexpr size_t kPathMax = 4096;
 char g_tmp_path[kSlots][kPathMax];
 volatile sig_atomic_t g_tmp_used[kSlots];
 bool g_handlers_installed = false;
+const int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 void on_fatal_signal(int sig) {
   for (int i = 0; i < kSlots; ++i) {
     if (g_tmp_used[i]) unlink(g_tmp_path[i]);  // async-signal-safe
   }
-  // SA_RESETHAND restored the default action; the signal is blocked until this handler returns,
-  // then delivered, so the process ends with the status the signal gives (128 + sig in a shell).
+  // Default action, then the signal again: it stays blocked until this handler returns, then
+  // ends the process with the status the signal gives (128 + sig in a shell). Not SA_RESETHAND:
+  // that resets the action when the signal is taken, before it is blocked, and a second signal
+  // in that gap (timeout(1) sends SIGTERM to the child and then to its process group) killed
+  // the process before the handler could unlink.
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);  // async-signal-safe
   raise(sig);
 }
 
 void install_handlers() {
   if (g_handlers_installed) return;
   g_handlers_installed = true;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : kCleanupSignals) {
     struct sigaction old;
     if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;  // nohup, &
     if (old.sa_handler != SIG_DFL) continue;  // someone else's handler: leave it
@@ -47,14 +57,14 @@ void install_handlers() {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_fatal_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
+    for (int other : kCleanupSignals) sigaddset(&sa.sa_mask, other);  // one handler at a time
+    sa.sa_flags = 0;
     sigaction(sig, &sa, nullptr);
   }
 }
 
 int register_tmp(const std::string& path) {
   if (path.size() >= kPathMax) return -1;  // still removed on ordinary failure, not on a signal
-  install_handlers();
   for (int i = 0; i < kSlots; ++i) {
     if (!g_tmp_used[i]) {
       memcpy(g_tmp_path[i], path.c_str(), path.size() + 1);
@@ -113,16 +123,25 @@ bool TempOutput::create(const std::string& target, std::string* err) {
   std::string tmpl = target + ".tmp-XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
+  // The file must not exist unregistered: with the signals blocked from before mkstemp until
+  // the path is registered, a signal in between is delivered after, and removes it.
+  install_handlers();
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : kCleanupSignals) sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
   const int fd = mkstemp(name.data());
+  const int mkstemp_errno = errno;
+  if (fd >= 0) slot_ = register_tmp(name.data());
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (fd < 0) {
-    *err = "cannot create a temporary file next to '" + target + "': " + strerror(errno);
+    *err = "cannot create a temporary file next to '" + target + "': " + strerror(mkstemp_errno);
     return false;
   }
   fchmod(fd, 0644);
   target_ = target;
   tmp_ = name.data();
   fd_ = fd;
-  slot_ = register_tmp(tmp_);
   return true;
 }
 
