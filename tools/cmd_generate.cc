@@ -76,6 +76,7 @@ int fail(const char* what, rlm_status st, const char* msg) {
 int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt;
   bool have_prompt = false, print_ids = false, ignore_eos = false, parse_special = true;
+  int n_prompt_sources = 0;  // -p, -f and --prompt-ids given (exactly one allowed)
   std::string prompt_file;
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stops;
@@ -108,15 +109,18 @@ int cmd_generate(int argc, char** argv) {
       if (!(v = need("-p"))) return 2;
       prompt = v;
       have_prompt = true;
+      ++n_prompt_sources;
     } else if (a == "-f" || a == "--file") {
       if (!(v = need("-f"))) return 2;
       prompt_file = v;
       have_prompt = true;
+      ++n_prompt_sources;
     } else if (a == "--no-special" || a == "--no-specials") {
       parse_special = false;
     } else if (a == "--prompt-ids") {
       if (!(v = need("--prompt-ids"))) return 2;
       ok = parse_ids(v, &prompt_ids);
+      ++n_prompt_sources;
     } else if (a == "-n" || a == "--n-predict") {
       if (!(v = need("-n"))) return 2;
       ok = parse_n_predict(v, &n_predict);
@@ -136,9 +140,6 @@ int cmd_generate(int argc, char** argv) {
       return 2;
     }
   }
-  const int n_prompt_sources =
-      (prompt_file.empty() ? 0 : 1) + (have_prompt && prompt_file.empty() ? 1 : 0) +
-      (prompt_ids.empty() ? 0 : 1);
   if (model_path.empty() || n_prompt_sources != 1) {
     fprintf(stderr,
             "ringlm generate: need -m MODEL and exactly one of -p / -f / --prompt-ids\n%s",
