@@ -144,7 +144,7 @@ TEST_F(CliFiles, ConvertRefusesFifoSymlinkDirectoryAndReadOnlyTargets) {
   EXPECT_EQ(ringlm(convert + link, &text), 1);
   EXPECT_TRUE(contains(text, "symbolic link")) << text;
   EXPECT_TRUE(S_ISLNK(lmode(link)));
-  EXPECT_EQ(read_all(real), "original");
+  EXPECT_TRUE(read_all(real) == "original") << "the symlink target was overwritten";
 
   const std::string sub = dir_ + "/sub";
   ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
@@ -158,7 +158,7 @@ TEST_F(CliFiles, ConvertRefusesFifoSymlinkDirectoryAndReadOnlyTargets) {
   ASSERT_EQ(chmod(ro.c_str(), 0444), 0);
   EXPECT_EQ(ringlm(convert + ro, &text), 1);
   EXPECT_TRUE(contains(text, "read-only")) << text;
-  EXPECT_EQ(read_all(ro), "keep me");
+  EXPECT_TRUE(read_all(ro) == "keep me") << "the read-only file was replaced";
 
   // A writable regular file is replaced, as before.
   const std::string rw = dir_ + "/rw.rlm";
@@ -189,7 +189,7 @@ TEST_F(CliFiles, EmbedRefusesSpecialTargetsAndLeavesNoTemporaryFile) {
   EXPECT_EQ(ringlm("embed " + model + " -o " + dir_ + "/out.c --header " + dir_ + "/out.h", &text),
             0)
       << text;
-  EXPECT_EQ(read_all(victim), "precious");
+  EXPECT_TRUE(read_all(victim) == "precious") << "the planted symlink was followed";
   EXPECT_TRUE(contains(read_all(dir_ + "/out.c"), "const size_t out_size"));
   EXPECT_TRUE(contains(read_all(dir_ + "/out.h"), "extern const size_t out_size;"));
   EXPECT_TRUE(leftovers(dir_, "out.c.tmp-").empty());
