@@ -34,6 +34,9 @@ void usage(FILE* f) {
           "                     an existing OUT must be a writable regular file: directories,\n"
           "                     devices, FIFOs and symbolic links are refused, never replaced)\n"
           "  -q, --quiet        no per-tensor lines or progress bar\n"
+          "  --allow-non-finite store NaN / infinite weights (and values the target type\n"
+          "                     overflows to inf) instead of refusing the tensor; such a\n"
+          "                     model runs but computes NaN wherever they are used\n"
           "\n"
           "random-weight models (no checkpoint needed; for benchmarks and demos):\n"
           "  --synthetic SPEC   SPEC is a Hugging Face config.json (or its directory) or a\n"
@@ -104,6 +107,8 @@ int cmd_convert(int argc, char** argv) {
       }
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       quiet = true;
+    } else if (!strcmp(a, "--allow-non-finite")) {
+      opts.allow_non_finite = true;
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "ringlm convert: unknown option '%s'\n\n", a);
       usage(stderr);
@@ -134,6 +139,13 @@ int cmd_convert(int argc, char** argv) {
     if (!ringlm::conv::check_output_target(out, &err)) {
       fprintf(stderr, "ringlm convert: %s\n", err.c_str());
       return 1;
+    }
+    // The source is read while the output is written: replacing it would lose the checkpoint.
+    for (const std::string& in : {opts.source, opts.tokenizer, synthetic}) {
+      if (!in.empty() && ringlm::conv::same_file(in, out)) {
+        fprintf(stderr, "ringlm convert: -o '%s' is an input of this conversion\n", out.c_str());
+        return 2;
+      }
     }
   }
   opts.progress = !quiet;

@@ -18,9 +18,12 @@ using ByteSink = std::function<bool(const void* data, uint64_t n, std::string* e
 // size; returning false (with *err) aborts without writing anything.
 using PlanCheck = std::function<bool(uint64_t file_bytes, std::string* err)>;
 
+// Non-finite values (NaN, +-Inf) in a source tensor, in the f16 scales of a raw Q8_0 / Q4_0
+// copy, or produced by the encoding (a finite value beyond f16's range) fail the write with an
+// error naming the tensor and the first affected element, unless `allow_non_finite`.
 bool write_model(const ModelData& model, fb::DType quant, const ByteSink& sink, std::string* err,
                  std::ostream* log, bool progress, ConvertStats* stats,
-                 const PlanCheck& plan_check = nullptr);
+                 const PlanCheck& plan_check = nullptr, bool allow_non_finite = false);
 
 // write_model into the open file descriptor `fd` at its current position, through a 4 MiB
 // buffer; interrupted (EINTR) and short writes are resumed. A failed write sets *err to
@@ -31,7 +34,7 @@ bool write_model(const ModelData& model, fb::DType quant, const ByteSink& sink, 
 bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
                        const std::string& write_error, std::string* err,
                        std::ostream* log = nullptr, bool progress = false,
-                       ConvertStats* stats = nullptr);
+                       ConvertStats* stats = nullptr, bool allow_non_finite = false);
 
 }  // namespace conv
 }  // namespace ringlm
