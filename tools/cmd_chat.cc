@@ -265,9 +265,14 @@ int cmd_chat(int argc, char** argv) {
   rlm_model_info_default(&info);
   rlm_model_get_info(&model, &info);
   const uint32_t n_ctx = flags.config.n_ctx ? flags.config.n_ctx : info.max_context;
-  // One turn's tokens are queued at once: the prompt buffer holds the longest message allowed.
+  // One turn's tokens are queued at once: the prompt buffer holds the longest message allowed,
+  // plus the end-of-turn token /undo or a dropped turn queues again before it.
   if (max_prompt == 0) max_prompt = n_ctx;
-  flags.config.max_pending = max_prompt;
+  if (max_prompt > (1u << 24) - 1) {
+    fprintf(stderr, "ringlm chat: --max-prompt %u above %u\n", max_prompt, (1u << 24) - 1);
+    return 2;
+  }
+  flags.config.max_pending = max_prompt + 1;
   size_t bytes = 0, align = 0;
   if ((st = rlm_session_memory(&model, &flags.config, &bytes, &align)) != RLM_OK) {
     char why[256];
