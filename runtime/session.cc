@@ -185,7 +185,9 @@ Status session_create(const ModelImpl& m, const SessionConfig& c, void* mem, siz
   s->rng.seed(def.seed);
   session_reset(s);
   RLM_RETURN_IF_ERROR(transformer_xnn_create(m, &s->tf, &err));
-  if (c.n_threads > 1 && !thread_pool_start(s->tf.pool, c.n_threads)) {
+  if (c.n_threads > 1 &&
+      !(s->tf.pool = thread_pool_start(s->tf.pool_memory, thread_pool_bytes(c.n_threads),
+                                       c.n_threads))) {
     transformer_xnn_release(&s->tf);
     return RLM_ERR_THREADS;
   }
