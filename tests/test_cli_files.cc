@@ -196,6 +196,22 @@ TEST_F(CliFiles, EmbedRefusesSpecialTargetsAndLeavesNoTemporaryFile) {
   EXPECT_TRUE(leftovers(dir_, "out.h.tmp-").empty());
 }
 
+TEST_F(CliFiles, OutputThatIsAnInputIsRefused) {
+  const std::string model = tiny_model(dir_);
+  const std::string before = read_all(model);
+  std::string text;
+  // embed used to replace the model it had just read with its C source.
+  EXPECT_EQ(ringlm("embed " + model + " -o " + model, &text), 2);
+  EXPECT_TRUE(contains(text, "the model itself")) << text;
+  EXPECT_EQ(ringlm("embed " + model + " -o " + dir_ + "/m.c --header " + model, &text), 2);
+  EXPECT_EQ(ringlm("embed " + model + " -o " + dir_ + "/m.c --header " + dir_ + "/m.c", &text), 2);
+  const std::string cfg = dir_ + "/config.json";
+  EXPECT_EQ(ringlm("convert --synthetic " + cfg + " -o " + cfg + " -q", &text), 2);
+  EXPECT_TRUE(contains(text, "is an input")) << text;
+  EXPECT_TRUE(read_all(model) == before) << "the model was replaced";
+  EXPECT_EQ(read_all(cfg).substr(0, 1), "{");
+}
+
 // ---- embed --symbol (defect 6, part) -----------------------------------------------------------
 
 TEST_F(CliFiles, EmbedRefusesKeywordSymbols) {

@@ -140,6 +140,13 @@ int cmd_convert(int argc, char** argv) {
       fprintf(stderr, "ringlm convert: %s\n", err.c_str());
       return 1;
     }
+    // The source is read while the output is written: replacing it would lose the checkpoint.
+    for (const std::string& in : {opts.source, opts.tokenizer, synthetic}) {
+      if (!in.empty() && ringlm::conv::same_file(in, out)) {
+        fprintf(stderr, "ringlm convert: -o '%s' is an input of this conversion\n", out.c_str());
+        return 2;
+      }
+    }
   }
   opts.progress = !quiet;
   opts.log = quiet ? nullptr : &std::cout;

@@ -181,9 +181,17 @@ int cmd_embed(int argc, char** argv) {
       return 1;
     }
   }
-  if (!header_path.empty() && header_path == out_path) {
+  if (!header_path.empty() &&
+      (header_path == out_path || ringlm::conv::same_file(header_path, out_path))) {
     fprintf(stderr, "ringlm embed: --header and -o name the same file\n");
     return 2;
+  }
+  for (const std::string* p : {&out_path, &header_path}) {
+    if (!p->empty() && ringlm::conv::same_file(model_path, *p)) {
+      fprintf(stderr, "ringlm embed: '%s' is the model itself; refusing to replace it\n",
+              p->c_str());
+      return 2;
+    }
   }
 
   MappedFile file;

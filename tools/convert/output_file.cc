@@ -108,6 +108,12 @@ bool check_output_target(const std::string& path, std::string* err) {
   return true;
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
 bool free_bytes_on(int fd, uint64_t* out) {
   struct statvfs vfs;
   if (fstatvfs(fd, &vfs) != 0 || vfs.f_frsize == 0) return false;

@@ -54,6 +54,10 @@ class TempOutput {
   int slot_ = -1;  // signal-cleanup registration
 };
 
+// True when `a` and `b` both exist and are the same file (device and inode), e.g. an output
+// that would replace the command's own input.
+bool same_file(const std::string& a, const std::string& b);
+
 // Free bytes for an unprivileged writer on the file system holding `fd`; false when unknown.
 bool free_bytes_on(int fd, uint64_t* out);
 
