@@ -81,6 +81,7 @@ std::string q8_0_bytes(const std::vector<float>& v) {
 struct TinyLlamaGguf {
   uint32_t matrix_type = GgufWriter::kQ8_0;
   int64_t alignment = -1;  // >= 0: written as general.alignment (uint32)
+  uint32_t block_count = 1;  // the tensors are always those of one layer
   std::function<void(const std::string& name, std::vector<float>* values)> edit;
   std::function<void(const std::string& name, std::string* data)> edit_bytes;
 
@@ -91,7 +92,7 @@ struct TinyLlamaGguf {
     GgufWriter w;
     w.kv_str("general.architecture", "llama");
     if (alignment >= 0) w.kv_u32("general.alignment", static_cast<uint32_t>(alignment));
-    w.kv_u32("llama.block_count", 1);
+    w.kv_u32("llama.block_count", block_count);
     w.kv_u32("llama.embedding_length", D);
     w.kv_u32("llama.feed_forward_length", F);
     w.kv_u32("llama.attention.head_count", 2);
@@ -258,6 +259,27 @@ TEST(HostileGguf, BadAlignmentKeyIsRefused) {
   // 32 spelled out is the default and converts.
   g.alignment = 32;
   EXPECT_TRUE(convert(write_temp("align32.gguf", g.build()), DType::F32, &err)) << err;
+}
+
+// Found by fuzz_gguf: a block_count of 2^28 sized per-layer lists before any tensor was looked
+// at (gigabytes); the same in a Hugging Face config.json.
+TEST(HostileGguf, HugeLayerCountsAreRefusedBeforeAllocating) {
+  TinyLlamaGguf g;
+  g.block_count = 1u << 28;
+  const std::string bad = g.build();
+  keep_for_fuzz("huge-block-count", bad);
+  std::string err;
+  EXPECT_FALSE(convert(write_temp("layers.gguf", bad), DType::F32, &err));
+  EXPECT_TRUE(contains(err, "block_count 268435456 exceeds the runtime's limit of 1024 layers"))
+      << err;
+  const std::string dir = ringlm_test::temp_dir();
+  ASSERT_TRUE(ringlm_test::write_bytes(
+      dir + "/config.json",
+      nlohmann::json({{"model_type", "llama"}, {"hidden_size", 32}, {"num_hidden_layers", 1 << 28},
+                      {"num_attention_heads", 2}, {"intermediate_size", 64}, {"vocab_size", 8}})
+          .dump()));
+  EXPECT_FALSE(convert(dir, DType::F32, &err));
+  EXPECT_TRUE(contains(err, "num_hidden_layers 268435456 exceeds the runtime's limit")) << err;
 }
 
 // ---- non-finite values -------------------------------------------------------------------------

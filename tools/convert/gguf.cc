@@ -670,6 +670,13 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
     *err = "GGUF '" + path + "': block_count and head_count must be positive";
     return false;
   }
+  // Bounded before anything is sized by it (per-layer flags and tensor lists): a crafted
+  // block_count of 2^28 made the reader allocate gigabytes (found by fuzz_gguf).
+  if (a.n_layers > kMaxLayers) {
+    *err = "GGUF '" + path + "': block_count " + std::to_string(a.n_layers) +
+           " exceeds the runtime's limit of " + std::to_string(kMaxLayers) + " layers";
+    return false;
+  }
   a.head_dim = a.dim / a.n_heads;
   if (!get_u32(*g, p + "attention.key_length", false, &a.head_dim, err)) return false;
   if (!g->get(p + "attention.key_length") && a.dim % a.n_heads != 0) {
