@@ -350,6 +350,13 @@ const fb::Tensor* model_find_tensor(const ModelImpl& m, fb::TensorRole role, int
   return nullptr;
 }
 
+const fb::Tokenizer* model_tokenizer(const rlm_model* model, uint32_t* vocab_size) {
+  const ModelImpl* m = model ? model_impl(model) : nullptr;
+  const bool open = m && m->root;
+  if (vocab_size) *vocab_size = open ? m->hp.vocab_size : 0;
+  return open ? m->root->tokenizer() : nullptr;
+}
+
 bool model_is_end_token(const ModelImpl& m, int32_t token) {
   const fb::Tokenizer* tok = m.root->tokenizer();
   if (token >= 0 && token == tok->eos_id()) return true;

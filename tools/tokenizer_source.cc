@@ -9,7 +9,6 @@
 #include "convert/ir.h"
 #include "convert/readers.h"
 #include "convert/tiktoken.h"
-#include "model.h"
 #include "tokenizer.h"
 
 namespace {
@@ -71,9 +70,7 @@ bool open_model_tokenizer(const std::string& path, CliTokenizer* out, std::strin
     *err = "model '" + path + "': " + rlm_model_error(out->model.get());
     return false;
   }
-  const ModelImpl* m = model_impl(out->model.get());
-  out->tok = m->root->tokenizer();
-  out->vocab = m->hp.vocab_size;
+  out->tok = model_tokenizer(out->model.get(), &out->vocab);
   out->source = "model";
   return true;
 }
