@@ -7,8 +7,9 @@
  *    session opened on it are in use. Opening copies nothing.
  *  - rlm_model is caller storage (a stack or static variable is fine); it holds a verified view.
  *  - Session memory is borrowed for the life of the session; the rlm_session handle points into
- *    it. Call rlm_session_release() before reusing or freeing the memory (it joins the worker
- *    threads when n_threads > 1; with one thread it only invalidates the handle).
+ *    it (at its start). Call rlm_session_release() before reusing or freeing the memory (it joins
+ *    the worker threads when n_threads > 1; with one thread it only invalidates the handle).
+ *    rlm_session_init refuses memory that still holds a live session (RLM_ERR_BAD_STATE).
  *  - Pointers a call returns into session memory (step text, logits) stay valid until the next
  *    call that takes the same session.
  *
@@ -53,6 +54,10 @@ typedef enum rlm_status {
   RLM_ERR_UNSUPPORTED = 12,       /* requested feature (e.g. a kernel ISA) not available here */
   RLM_ERR_BACKEND = 13,           /* a backend library failed at init (XNNPACK refused an
                                      operator, or needed more than the memory bound reserved) */
+  RLM_ERR_NO_CANDIDATES = 14,     /* rlm_step: no token can be sampled, every logit is -inf or
+                                     NaN after logit bias and penalties (all tokens banned, or
+                                     the model produced NaN); see rlm_step */
+  /* Values are never renumbered; new statuses take the next free value of their group. */
   /* Model verification failures (rlm_model_open). */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
   RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
@@ -68,7 +73,12 @@ typedef enum rlm_status {
   RLM_ERR_INTERNAL = 99
 } rlm_status;
 
-/* Static string naming the status, e.g. "RLM_ERR_BUFFER_TOO_SMALL". Never NULL. */
+/* Static string naming the status, e.g. "RLM_ERR_BUFFER_TOO_SMALL". Never NULL.
+ *
+ * Messages (rlm_model_error, rlm_session_error, rlm_session_config_check) are for users, e.g.
+ * "n_ctx 1 out of [2, 16777216]". A library built with RINGLM_ERROR_LOCATIONS=1 (by default the
+ * builds without NDEBUG, i.e. CMake's Debug) prefixes them with the runtime source location of
+ * the failed check ("session.cc:115: n_ctx 1 ..."); do not parse messages either way. */
 RLM_API const char* rlm_status_string(rlm_status status);
 
 /* ---------------------------------------------------------------------------------------------
@@ -163,15 +173,27 @@ typedef struct rlm_session rlm_session;
 
 /* Carves the session out of `memory` (borrowed; must outlive the session). Fails with
  * RLM_ERR_BUFFER_TOO_SMALL if `size` is below rlm_session_memory's answer, and
- * RLM_ERR_MISALIGNED if `memory` is not aligned to its alignment. Allocates nothing. */
+ * RLM_ERR_MISALIGNED if `memory` is not aligned to its alignment. Allocates nothing.
+ * RLM_ERR_BAD_STATE when `memory` still holds a live session (initialised and not released):
+ * carving over it would orphan its worker threads. That session stays intact and its
+ * rlm_session_error says to call rlm_session_release first. The session records this in a
+ * header at the start of the memory (a 64-bit magic plus the memory's own address), so memory
+ * given to init for the first time may hold anything, and released memory initialises again.
+ * On failure *session is NULL. */
 RLM_API rlm_status rlm_session_init(const rlm_model* model, const rlm_session_config* config,
                                     void* memory, size_t size, rlm_session** session);
 
-/* Message for the last failed call on this session ("" if none). Never NULL. */
+/* Message for the last failed call on this session ("" if none, or for NULL). Never NULL. For a
+ * released session, a static message saying so. */
 RLM_API const char* rlm_session_error(const rlm_session* session);
 
 /* Ends the session: joins its worker threads (and deletes its XNNPACK operators). The memory may
- * be reused afterwards. */
+ * be reused afterwards. Releasing a released session again returns RLM_OK and does nothing;
+ * NULL or memory that never held a session is RLM_ERR_INVALID_ARGUMENT.
+ *
+ * Calls on a released session: while its memory is unchanged, every function taking the session
+ * returns RLM_ERR_BAD_STATE (rlm_session_position returns 0). Once the memory is reused or
+ * freed, the handle is dangling like any other pointer: do not use it. */
 RLM_API rlm_status rlm_session_release(rlm_session* session);
 
 /* What runs where in a session. */
@@ -242,7 +264,12 @@ typedef struct rlm_logit_bias {
 
 /* Stage order (each stage off at its neutral value): logit bias → repetition / frequency /
  * presence penalties over the last penalty_last_n tokens → temperature (0 = greedy argmax)
- * → top-k → softmax → top-p → min-p → renormalise → draw with the session RNG. */
+ * → top-k → softmax → top-p → min-p → renormalise → draw with the session RNG.
+ * NaN logits count as -inf (never sampled). Any temperature > 0 is safe, however small: where
+ * logit / temperature would overflow, the logits are shifted by their maximum first (the same
+ * distribution), so a tiny temperature (1e-40) samples the argmax (exact ties share). When no
+ * token is left (every logit -inf or NaN after bias and penalties), rlm_step returns
+ * RLM_ERR_NO_CANDIDATES. */
 typedef struct rlm_sampling {
   uint32_t struct_size;
   float temperature;        /* 0 = greedy (default 0.8) */
@@ -297,7 +324,11 @@ RLM_API void rlm_step_result_default(rlm_step_result* result);
 /* One turn of the loop: run pending prompt tokens in batched passes (or the last sampled token),
  * sample in place on the logits, append, detect stops. Text that could begin a stop string or
  * that ends inside a UTF-8 character is held back and released when decided; a matched stop
- * string is never released. On error nothing is committed (position and text unchanged). */
+ * string is never released. On error nothing is committed (position and text unchanged),
+ * except for RLM_ERR_NO_CANDIDATES (no token can be sampled: every logit is -inf or NaN after
+ * logit bias and penalties, e.g. all tokens banned): then what was pending has run, as by
+ * rlm_session_eval, and the logits are left raw, so after rlm_session_set_sampling the next
+ * rlm_step samples them without running the model again. `result` is untouched on error. */
 RLM_API rlm_status rlm_step(rlm_session* session, rlm_step_result* result);
 
 /* Run pending tokens without sampling, leaving raw logits readable. A following rlm_step
@@ -305,7 +336,10 @@ RLM_API rlm_status rlm_step(rlm_session* session, rlm_step_result* result);
 RLM_API rlm_status rlm_session_eval(rlm_session* session);
 
 /* Logits of the last evaluated position (vocab_size floats). After rlm_step they are the
- * sampler's working values (processed in place), before it the raw model output. */
+ * sampler's working values (processed in place), before it (after rlm_session_eval, or a step
+ * that returned RLM_ERR_NO_CANDIDATES) the raw model output. RLM_ERR_BAD_STATE when no position
+ * has run since init, rlm_session_reset or rlm_session_rewind (any rewind, also to the current
+ * position); feeding input does not drop them. */
 RLM_API rlm_status rlm_session_logits(const rlm_session* session, const float** logits,
                                       size_t* n);
 
