@@ -59,7 +59,7 @@ void build_models() {
 }
 
 bool known_status(rlm_status s) {
-  return (s >= RLM_OK && s <= RLM_ERR_UNSUPPORTED) ||
+  return (s >= RLM_OK && s <= RLM_ERR_UNSUPPORTED) || s == RLM_ERR_NO_CANDIDATES ||
          (s >= RLM_ERR_MODEL_TRUNCATED && s <= RLM_ERR_MODEL_UNSUPPORTED);
 }
 
@@ -70,7 +70,7 @@ struct Run {
   std::string transcript;  // every result, serialised
   std::vector<std::string> stops;  // stop strings the session holds
   std::string turn_text;           // text released in the current turn
-  bool logits_defined = false;     // a forward pass has written the logits
+  bool logits_defined = false;     // a position has run since init / reset / rewind
 
   void rec(const void* p, size_t n) { transcript.append(static_cast<const char*>(p), n); }
   void rec_status(rlm_status st) {
@@ -159,6 +159,11 @@ void execute(Run& r, const Model& md, uint32_t opcode, Reader in) {
           st = rlm_step(s, &res);
         }
         r.rec_status(st);
+        if (st == RLM_ERR_NO_CANDIDATES) {
+          // Everything banned (or NaN): the input ran as by rlm_session_eval, logits raw.
+          r.logits_defined = true;
+          break;
+        }
         if (st != RLM_OK) {
           std::vector<float> la;
           snapshot_logits(r, vocab, &la);
@@ -214,6 +219,7 @@ void execute(Run& r, const Model& md, uint32_t opcode, Reader in) {
       if (st == RLM_OK) {
         FUZZ_CHECK(rlm_session_position(s) == target, "rewind position");
         r.turn_text.clear();
+        r.logits_defined = false;
       } else {
         FUZZ_CHECK(st == RLM_ERR_INVALID_ARGUMENT || st == RLM_ERR_REWIND, "rewind: %s",
                    rlm_status_string(st));
@@ -225,6 +231,7 @@ void execute(Run& r, const Model& md, uint32_t opcode, Reader in) {
       st = rlm_session_reset(s);
       FUZZ_CHECK(st == RLM_OK && rlm_session_position(s) == 0, "reset");
       r.turn_text.clear();
+      r.logits_defined = false;
       break;
     }
     case 7: {  // set_sampling
@@ -311,8 +318,13 @@ void execute(Run& r, const Model& md, uint32_t opcode, Reader in) {
       const float* l = nullptr;
       size_t n = 0;
       st = rlm_session_logits(s, &l, &n);
-      FUZZ_CHECK(st == RLM_OK && l != nullptr && n == vocab, "logits");
-      if (r.logits_defined) r.rec(l, n * sizeof(float));
+      if (r.logits_defined) {
+        FUZZ_CHECK(st == RLM_OK && l != nullptr && n == vocab, "logits");
+        r.rec(l, n * sizeof(float));
+      } else {
+        FUZZ_CHECK(st == RLM_ERR_BAD_STATE, "logits before a position ran: %s",
+                   rlm_status_string(st));
+      }
       FUZZ_CHECK(rlm_session_logits(s, nullptr, &n) == RLM_ERR_INVALID_ARGUMENT, "logits(NULL)");
       FUZZ_CHECK(rlm_session_logits(s, &l, nullptr) == RLM_ERR_INVALID_ARGUMENT, "logits(NULL)");
       break;
@@ -454,7 +466,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (int k = 0; k < 2; ++k) {
     FUZZ_CHECK(rlm_session_release(runs[k].s) == RLM_OK, "release");
-    FUZZ_CHECK(rlm_session_release(runs[k].s) == RLM_ERR_INVALID_ARGUMENT, "double release");
+    FUZZ_CHECK(rlm_session_release(runs[k].s) == RLM_OK, "double release");
+    rlm_step_result res;
+    rlm_step_result_default(&res);
+    FUZZ_CHECK(rlm_step(runs[k].s, &res) == RLM_ERR_BAD_STATE, "step on a released session");
   }
   return 0;
 }

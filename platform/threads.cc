@@ -1,18 +1,65 @@
 #include "platform/threads.h"
 
 #include <linux/futex.h>
-#include <sys/syscall.h>
+#include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <new>
+
 namespace ringlm {
+
+struct ThreadPool;
+
 namespace {
 
-// A waiting thread first spins (the next op of a decode step arrives within microseconds), then
-// yields its core (another thread of this process may need it: more threads than cores, or a
-// loaded machine), and a worker finally sleeps on the futex, so an idle session costs no CPU.
+struct WorkerArg {
+  ThreadPool* pool;
+  uint32_t slot;
+};
+
+}  // namespace
+
+struct ThreadPool {
+  uint32_t n_threads;              // including the caller's thread
+  uint32_t started;                // workers running (0 after thread_pool_stop)
+  uint8_t* stacks;                 // (n_threads - 1, kWorkerStackBytes), after this struct
+  pthread_t workers[kMaxThreads];
+  WorkerArg args[kMaxThreads];     // what each worker is started with
+  // The current job. Written by the caller only while no part of any job is claimed and
+  // unfinished; read by a thread only after it claimed a part of that job (the claim's acquire
+  // pairs with the caller's release of `claim`).
+  ThreadJob job;
+  void* ctx;
+  uint32_t n_parts;
+  // Bumped per job (and by stop): what workers wait on, and the futex word they sleep on.
+  alignas(64) std::atomic<uint32_t> generation;
+  // (generation << 32) | parts not yet claimed. A claim is a compare-exchange that keeps the
+  // tag, so a thread holding an older generation can never claim a part of a newer job.
+  alignas(64) std::atomic<uint64_t> claim;
+  // Parts of the current job finished (each thread adds its count once it finds no part left);
+  // the futex word the caller sleeps on.
+  alignas(64) std::atomic<uint32_t> done;
+  std::atomic<uint32_t> caller_waiting;
+  alignas(64) std::atomic<uint32_t> sleepers;
+  std::atomic<bool> quit;
+};
+
+namespace {
+
+// A worker between jobs first spins (the next op of a decode step arrives within microseconds),
+// then yields its core (another thread may need it: more threads than cores, a loaded machine),
+// and finally sleeps on the futex, so an idle session costs no CPU.
 constexpr uint32_t kSpinIterations = 1u << 11;
 constexpr uint32_t kYieldIterations = 1u << 8;
+// How long the caller spins for parts other threads hold before it sleeps. Long enough to cover
+// a part that is running (a prefill part is ~0.1 ms), short enough that a worker preempted while
+// holding a part does not keep the caller's core busy: a sleeping caller leaves its core idle, and
+// the kernel then moves the preempted worker there.
+constexpr int64_t kCallerSpinNs = 100 * 1000;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -22,21 +69,52 @@ inline void cpu_relax() {
 #endif
 }
 
+int64_t now_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,
           nullptr, 0);
 }
 
-void futex_wake_all(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, 0x7fffffff, nullptr,
+void futex_wake(std::atomic<uint32_t>* word, int count) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, count, nullptr,
           nullptr, 0);
+}
+
+size_t state_bytes() {
+  return (sizeof(ThreadPool) + kThreadPoolAlignment - 1) / kThreadPoolAlignment *
+         kThreadPoolAlignment;
+}
+
+// Claims and runs parts of job `gen` in `slot` until none is left; returns how many it ran.
+uint32_t run_parts(ThreadPool* pool, uint32_t gen, uint32_t slot) {
+  uint32_t ran = 0;
+  uint64_t cur = pool->claim.load(std::memory_order_acquire);
+  for (;;) {
+    const uint32_t left = static_cast<uint32_t>(cur);
+    if (static_cast<uint32_t>(cur >> 32) != gen || left == 0) break;
+    if (!pool->claim.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {
+      continue;  // `cur` reloaded
+    }
+    const uint32_t n = pool->n_parts;
+    pool->job(pool->ctx, n - left, n, slot);
+    ++ran;
+    cur = pool->claim.load(std::memory_order_acquire);
+  }
+  return ran;
 }
 
 void* worker_main(void* p) {
   const WorkerArg* arg = static_cast<const WorkerArg*>(p);
   ThreadPool* pool = arg->pool;
-  const uint32_t index = arg->index;
-  // Generation is 0 until thread_pool_start returns, so no job can be missed.
+  const uint32_t slot = arg->slot;
+  // Generation is 0 until the first job, so no job can be missed; a job missed because this
+  // worker slept through it was done by the caller.
   uint32_t seen = 0;
   for (;;) {
     uint32_t g;
@@ -62,30 +140,44 @@ void* worker_main(void* p) {
     }
     seen = g;
     if (pool->quit.load(std::memory_order_acquire)) return nullptr;
-    if (index != 0) pool->job(pool->ctx, index, pool->n_threads);
-    pool->pending.fetch_sub(1, std::memory_order_acq_rel);
+    const uint32_t ran = run_parts(pool, g, slot);
+    if (ran == 0) continue;
+    // Handshake with the caller's sleep: done += ran then check caller_waiting here,
+    // caller_waiting = 1 then re-check done there (seq_cst). Only the add that completes the job
+    // wakes: until then another thread still holds a part and will add after this one.
+    const uint32_t d = pool->done.fetch_add(ran, std::memory_order_seq_cst) + ran;
+    if (d == pool->n_parts && pool->caller_waiting.load(std::memory_order_seq_cst) != 0) {
+      futex_wake(&pool->done, 1);
+    }
   }
 }
 
 }  // namespace
 
-void thread_pool_layout(Arena& a, uint32_t n_threads, ThreadPool** pool) {
-  *pool = a.alloc<ThreadPool>(1);
-  const uint32_t workers = n_threads > 1 ? n_threads - 1 : 0;
-  uint8_t* stacks =
-      static_cast<uint8_t*>(a.alloc_2d(workers, kWorkerStackBytes, 1, kArenaAlignment));
-  if (*pool) (*pool)->stacks = stacks;
+size_t thread_pool_bytes(uint32_t n_threads) {
+  const size_t workers = n_threads > 1 ? n_threads - 1 : 0;
+  return state_bytes() + workers * kWorkerStackBytes;
 }
 
-bool thread_pool_start(ThreadPool* pool, uint32_t n_threads) {
+ThreadPool* thread_pool_start(void* memory, size_t size, uint32_t n_threads) {
+  if (memory == nullptr || n_threads == 0 || n_threads > kMaxThreads ||
+      reinterpret_cast<uintptr_t>(memory) % kThreadPoolAlignment != 0 ||
+      size < thread_pool_bytes(n_threads)) {
+    return nullptr;
+  }
+  ThreadPool* pool = new (memory) ThreadPool;
   pool->n_threads = n_threads;
   pool->started = 0;
-  pool->generation.store(0, std::memory_order_relaxed);
-  pool->pending.store(0, std::memory_order_relaxed);
-  pool->sleepers.store(0, std::memory_order_relaxed);
-  pool->quit.store(false, std::memory_order_relaxed);
+  pool->stacks = static_cast<uint8_t*>(memory) + state_bytes();
   pool->job = nullptr;
   pool->ctx = nullptr;
+  pool->n_parts = 0;
+  pool->generation.store(0, std::memory_order_relaxed);
+  pool->claim.store(0, std::memory_order_relaxed);
+  pool->done.store(0, std::memory_order_relaxed);
+  pool->caller_waiting.store(0, std::memory_order_relaxed);
+  pool->sleepers.store(0, std::memory_order_relaxed);
+  pool->quit.store(false, std::memory_order_relaxed);
   pool->workers[0] = pthread_self();
   for (uint32_t i = 1; i < n_threads; ++i) {
     pthread_attr_t attr;
@@ -93,7 +185,7 @@ bool thread_pool_start(ThreadPool* pool, uint32_t n_threads) {
     pthread_attr_setstack(&attr, pool->stacks + static_cast<size_t>(i - 1) * kWorkerStackBytes,
                           kWorkerStackBytes);
     pool->args[i].pool = pool;
-    pool->args[i].index = i;
+    pool->args[i].slot = i;
     const int rc = pthread_create(&pool->workers[i], &attr, worker_main, &pool->args[i]);
     pthread_attr_destroy(&attr);
     if (rc != 0) break;
@@ -101,28 +193,48 @@ bool thread_pool_start(ThreadPool* pool, uint32_t n_threads) {
   }
   if (pool->started + 1 != n_threads) {
     thread_pool_stop(pool);
-    return false;
+    return nullptr;
   }
-  return true;
+  return pool;
 }
 
-void thread_pool_run(ThreadPool* pool, ThreadJob job, void* ctx) {
-  if (pool == nullptr || pool->n_threads <= 1) {
-    job(ctx, 0, 1);
+uint32_t thread_pool_threads(const ThreadPool* pool) {
+  return pool != nullptr && pool->started > 0 ? pool->n_threads : 1;
+}
+
+void thread_pool_run(ThreadPool* pool, ThreadJob job, void* ctx, uint32_t n_parts) {
+  if (pool == nullptr || pool->started == 0 || n_parts <= 1) {
+    for (uint32_t p = 0; p < n_parts; ++p) job(ctx, p, n_parts, 0);
     return;
   }
+  // Every part of the previous job is finished (the caller waited for them), so no thread reads
+  // these fields now; a late worker of an older job fails its tagged claim before reading them.
   pool->job = job;
   pool->ctx = ctx;
-  pool->pending.store(pool->n_threads - 1, std::memory_order_release);
-  pool->generation.fetch_add(1, std::memory_order_seq_cst);
-  if (pool->sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&pool->generation);
-  job(ctx, 0, pool->n_threads);
-  for (uint32_t spins = 0; pool->pending.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kSpinIterations) {
+  pool->n_parts = n_parts;
+  pool->done.store(0, std::memory_order_relaxed);
+  const uint32_t gen = pool->generation.load(std::memory_order_relaxed) + 1;
+  pool->claim.store(static_cast<uint64_t>(gen) << 32 | n_parts, std::memory_order_release);
+  pool->generation.store(gen, std::memory_order_seq_cst);
+  if (pool->sleepers.load(std::memory_order_seq_cst) > 0) {
+    futex_wake(&pool->generation, static_cast<int>(pool->n_threads));
+  }
+  const uint32_t mine = run_parts(pool, gen, 0);
+  if (pool->done.fetch_add(mine, std::memory_order_acq_rel) + mine == n_parts) return;
+  // What is left was claimed by workers and is running (or its worker was preempted): spin for a
+  // while, then sleep until the worker that finishes the last part wakes us.
+  const int64_t t0 = now_ns();
+  for (uint32_t spins = 0;; ++spins) {
+    const uint32_t d = pool->done.load(std::memory_order_acquire);
+    if (d == n_parts) return;
+    if ((spins & 63) != 63 || now_ns() - t0 < kCallerSpinNs) {
       cpu_relax();
-    } else {
-      sched_yield();
+      continue;
     }
+    pool->caller_waiting.store(1, std::memory_order_seq_cst);
+    const uint32_t again = pool->done.load(std::memory_order_seq_cst);
+    if (again != n_parts) futex_wait(&pool->done, again);
+    pool->caller_waiting.store(0, std::memory_order_relaxed);
   }
 }
 
@@ -130,7 +242,7 @@ void thread_pool_stop(ThreadPool* pool) {
   if (pool == nullptr || pool->started == 0) return;
   pool->quit.store(true, std::memory_order_release);
   pool->generation.fetch_add(1, std::memory_order_acq_rel);
-  futex_wake_all(&pool->generation);
+  futex_wake(&pool->generation, 0x7fffffff);
   for (uint32_t i = 1; i <= pool->started; ++i) pthread_join(pool->workers[i], nullptr);
   pool->started = 0;
 }

@@ -10,15 +10,30 @@ using namespace ringlm;
 
 namespace {
 
-// A session handle is usable when it is non-null and was produced by rlm_session_init.
+// A session handle is usable when it is non-null and its header says live (rlm_session_init
+// succeeded on that memory and rlm_session_release has not run since).
 SessionImpl* as_session(rlm_session* s) {
-  SessionImpl* impl = reinterpret_cast<SessionImpl*>(s);
-  return impl && impl->magic == kSessionMagic ? impl : nullptr;
+  return s && session_is_live(s) ? reinterpret_cast<SessionImpl*>(s) : nullptr;
 }
 const SessionImpl* as_session(const rlm_session* s) {
-  const SessionImpl* impl = reinterpret_cast<const SessionImpl*>(s);
-  return impl && impl->magic == kSessionMagic ? impl : nullptr;
+  return s && session_is_live(s) ? reinterpret_cast<const SessionImpl*>(s) : nullptr;
 }
+
+// The status of a call given a handle that is not live: RLM_ERR_BAD_STATE for a released
+// session (its memory still holds the released header), RLM_ERR_INVALID_ARGUMENT for NULL or
+// memory that never held a session.
+rlm_status not_live(const rlm_session* s) {
+  return s && session_is_released(s) ? RLM_ERR_BAD_STATE : RLM_ERR_INVALID_ARGUMENT;
+}
+
+// Resolves `handle` for an entry point: `s` is the live session, or the function returns the
+// handle's status (see not_live) before looking at its other arguments.
+#define RLM_SESSION_OR_RETURN(s, handle)           \
+  SessionImpl* const s = as_session(handle);       \
+  if (!s) return not_live(handle)
+#define RLM_CONST_SESSION_OR_RETURN(s, handle)     \
+  const SessionImpl* const s = as_session(handle); \
+  if (!s) return not_live(handle)
 
 // A model is usable once rlm_model_open succeeded on it.
 const ModelImpl* as_model(const rlm_model* m) {
@@ -107,6 +122,16 @@ rlm_status rlm_session_init(const rlm_model* model, const rlm_session_config* co
   const size_t need = session_bytes(*m, c);
   if (need == SIZE_MAX) return RLM_ERR_INVALID_ARGUMENT;
   if (size < need) return RLM_ERR_BUFFER_TOO_SMALL;
+  // Carving over a live session would orphan its worker threads (they keep running on this
+  // memory) and its XNNPACK operators. The memory is at least sizeof(SessionImpl) here.
+  if (session_is_live(memory)) {
+    SessionImpl* live = static_cast<SessionImpl*>(memory);
+    ErrorSink err{live->error, sizeof live->error};
+    RLM_SET_ERROR(&err,
+                  "rlm_session_init: this memory holds a live session; call "
+                  "rlm_session_release on it first");
+    return RLM_ERR_BAD_STATE;
+  }
   SessionImpl* s = nullptr;
   RLM_RETURN_IF_ERROR(session_create(*m, c, memory, size, &s));
   *session = reinterpret_cast<rlm_session*>(s);
@@ -130,8 +155,8 @@ void rlm_session_info_default(rlm_session_info* info) {
 }
 
 rlm_status rlm_session_get_info(const rlm_session* session, rlm_session_info* info) {
-  const SessionImpl* s = as_session(session);
-  if (!s || !info) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_CONST_SESSION_OR_RETURN(s, session);
+  if (!info) return RLM_ERR_INVALID_ARGUMENT;
   if (info->struct_size != sizeof *info) return RLM_ERR_STRUCT_SIZE;
   const XnnMatmuls& x = s->tf.xnn;
   const char* native = s->tf.k->name;
@@ -149,32 +174,47 @@ rlm_status rlm_session_get_info(const rlm_session* session, rlm_session_info* in
 
 const char* rlm_session_error(const rlm_session* session) {
   const SessionImpl* s = as_session(session);
-  return s ? s->error : "";
+  if (s) return s->error;
+  // A released session's memory is the caller's again: read its header, never write it.
+  return not_live(session) == RLM_ERR_BAD_STATE
+             ? "the session was released (rlm_session_release); initialise it again to use it"
+             : "";
 }
 
 rlm_status rlm_session_release(rlm_session* session) {
   SessionImpl* s = as_session(session);
-  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  if (!s) {
+    const rlm_status st = not_live(session);
+    return st == RLM_ERR_BAD_STATE ? RLM_OK : st;  // releasing twice is harmless
+  }
   session_release(s);
   return RLM_OK;
 }
 
 rlm_status rlm_session_reset(rlm_session* session) {
-  SessionImpl* s = as_session(session);
-  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
   session_reset(s);
   return RLM_OK;
 }
 
 rlm_status rlm_session_feed_text(rlm_session* session, const char* text, size_t len) {
-  SessionImpl* s = as_session(session);
-  if (!s || (!text && len)) return RLM_ERR_INVALID_ARGUMENT;
-  return session_feed_text(s, text ? text : "", len);
+  RLM_SESSION_OR_RETURN(s, session);
+  if (!text && len) return RLM_ERR_INVALID_ARGUMENT;
+  return session_feed_text(s, text ? text : "", len, true);
+}
+
+rlm_status rlm_session_feed_text_ex(rlm_session* session, const char* text, size_t len,
+                                    uint32_t flags) {
+  RLM_SESSION_OR_RETURN(s, session);
+  if ((!text && len) || (flags & ~RLM_TOKENIZE_PARSE_SPECIALS) != 0) {
+    return RLM_ERR_INVALID_ARGUMENT;
+  }
+  return session_feed_text(s, text ? text : "", len, (flags & RLM_TOKENIZE_PARSE_SPECIALS) != 0);
 }
 
 rlm_status rlm_session_feed_tokens(rlm_session* session, const int32_t* tokens, size_t n) {
-  SessionImpl* s = as_session(session);
-  if (!s || (!tokens && n)) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
+  if (!tokens && n) return RLM_ERR_INVALID_ARGUMENT;
   return session_feed_tokens(s, tokens, n, false);
 }
 
@@ -194,15 +234,14 @@ void rlm_sampling_default(rlm_sampling* p) {
 }
 
 rlm_status rlm_session_set_sampling(rlm_session* session, const rlm_sampling* sampling) {
-  SessionImpl* s = as_session(session);
-  if (!s || !sampling) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
+  if (!sampling) return RLM_ERR_INVALID_ARGUMENT;
   if (sampling->struct_size != sizeof *sampling) return RLM_ERR_STRUCT_SIZE;
   return session_set_sampling(s, sampling);
 }
 
 rlm_status rlm_session_add_stop_token(rlm_session* session, int32_t token) {
-  SessionImpl* s = as_session(session);
-  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
   if (token < 0 || token >= static_cast<int32_t>(s->model->hp.vocab_size)) {
     return RLM_ERR_TOKEN_OUT_OF_RANGE;
   }
@@ -212,30 +251,27 @@ rlm_status rlm_session_add_stop_token(rlm_session* session, int32_t token) {
 }
 
 rlm_status rlm_session_add_stop_string(rlm_session* session, const char* text, size_t len) {
-  SessionImpl* s = as_session(session);
-  if (!s || !text) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
+  if (!text) return RLM_ERR_INVALID_ARGUMENT;
   ErrorSink err{s->error, sizeof s->error};
   return stop_strings_add(&s->stops, text, len, &err);
 }
 
 rlm_status rlm_session_clear_stops(rlm_session* session) {
-  SessionImpl* s = as_session(session);
-  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
   stop_strings_clear(&s->stops);
   s->n_stop_tokens = 0;
   return RLM_OK;
 }
 
 rlm_status rlm_session_set_max_tokens(rlm_session* session, uint32_t max_tokens) {
-  SessionImpl* s = as_session(session);
-  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
   s->max_tokens = max_tokens;
   return RLM_OK;
 }
 
 rlm_status rlm_session_set_ignore_eos(rlm_session* session, int ignore) {
-  SessionImpl* s = as_session(session);
-  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
   s->ignore_eos = ignore != 0;
   return RLM_OK;
 }
@@ -248,21 +284,30 @@ void rlm_step_result_default(rlm_step_result* r) {
 }
 
 rlm_status rlm_step(rlm_session* session, rlm_step_result* result) {
-  SessionImpl* s = as_session(session);
-  if (!s || !result) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
+  if (!result) return RLM_ERR_INVALID_ARGUMENT;
   if (result->struct_size != sizeof *result) return RLM_ERR_STRUCT_SIZE;
   return session_step(s, result);
 }
 
 rlm_status rlm_session_eval(rlm_session* session) {
-  SessionImpl* s = as_session(session);
-  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
   return session_eval(s);
 }
 
 rlm_status rlm_session_logits(const rlm_session* session, const float** logits, size_t* n) {
-  const SessionImpl* s = as_session(session);
-  if (!s || !logits || !n) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_CONST_SESSION_OR_RETURN(s, session);
+  if (!logits || !n) return RLM_ERR_INVALID_ARGUMENT;
+  if (!s->logits_valid) {
+    // The error buffer is the one mutable part of a session a const call may write (the
+    // session memory itself is the caller's, never const).
+    SessionImpl* w = const_cast<SessionImpl*>(s);
+    ErrorSink err{w->error, sizeof w->error};
+    RLM_SET_ERROR(&err,
+                  "no logits: nothing has run since init, reset or rewind (feed input, then "
+                  "rlm_session_eval or rlm_step)");
+    return RLM_ERR_BAD_STATE;
+  }
   *logits = s->tf.logits;
   *n = s->model->hp.vocab_size;
   return RLM_OK;
@@ -274,8 +319,7 @@ uint32_t rlm_session_position(const rlm_session* session) {
 }
 
 rlm_status rlm_session_rewind(rlm_session* session, uint32_t position) {
-  SessionImpl* s = as_session(session);
-  if (!s) return RLM_ERR_INVALID_ARGUMENT;
+  RLM_SESSION_OR_RETURN(s, session);
   return session_rewind(s, position);
 }
 
@@ -292,6 +336,21 @@ rlm_status rlm_tokenize(const rlm_model* model, const char* text, size_t len, in
   if (scratch && reinterpret_cast<uintptr_t>(scratch) % 8 != 0) return RLM_ERR_MISALIGNED;
   return tokenize(m->root->tokenizer(), m->hp.vocab_size, text ? text : "", len, add_bos != 0,
                   tokens, cap, n_out, scratch, scratch_size, nullptr);
+}
+
+rlm_status rlm_tokenize_ex(const rlm_model* model, const char* text, size_t len, uint32_t flags,
+                           int32_t* tokens, size_t cap, size_t* n_out, void* scratch,
+                           size_t scratch_size) {
+  const ModelImpl* m = as_model(model);
+  constexpr uint32_t kKnown = RLM_TOKENIZE_PARSE_SPECIALS | RLM_TOKENIZE_ADD_BOS;
+  if (!m || (!text && len) || (!tokens && cap) || !n_out || (flags & ~kKnown) != 0) {
+    return RLM_ERR_INVALID_ARGUMENT;
+  }
+  if (scratch && reinterpret_cast<uintptr_t>(scratch) % 8 != 0) return RLM_ERR_MISALIGNED;
+  const uint32_t f = ((flags & RLM_TOKENIZE_PARSE_SPECIALS) ? kTokenizeParseSpecial : 0u) |
+                     ((flags & RLM_TOKENIZE_ADD_BOS) ? kTokenizeAddBos : 0u);
+  return tokenize_ex(m->root->tokenizer(), m->hp.vocab_size, text ? text : "", len, f, tokens,
+                     cap, n_out, scratch, scratch_size, nullptr);
 }
 
 rlm_status rlm_token_to_bytes(const rlm_model* model, int32_t token, char* out, size_t cap,

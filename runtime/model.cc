@@ -230,6 +230,17 @@ Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink
   RLM_CHECK(reinterpret_cast<uintptr_t>(bytes) % kTensorAlignment == 0, RLM_ERR_MODEL_ALIGNMENT,
             err, "model bytes must be %llu-byte aligned", (unsigned long long)kTensorAlignment);
   const uint8_t* p = static_cast<const uint8_t*>(bytes);
+  // What kind of file this is comes first, each read inside `size`: a GGUF's magic read as a
+  // size prefix would otherwise be reported as a truncated model ("header says 1179993927
+  // bytes"). A ringlm file is a size-prefixed FlatBuffer: u32 size, u32 root offset, then the
+  // identifier at bytes 8..11. Shorter files fall through to the truncation checks.
+  RLM_CHECK(size < 4 || memcmp(p, "GGUF", 4) != 0, RLM_ERR_MODEL_IDENTIFIER, err,
+            "this is a GGUF file, not a ringlm model: convert it with `ringlm convert`");
+  RLM_CHECK(size < 12 || memcmp(p + 8, fb::ModelIdentifier(), 4) == 0, RLM_ERR_MODEL_IDENTIFIER,
+            err,
+            "not a ringlm model file (identifier \"%s\" missing at byte 8); llama2.c, GGUF and "
+            "Hugging Face checkpoints are converted with `ringlm convert`",
+            fb::ModelIdentifier());
   RLM_CHECK(size >= 8, RLM_ERR_MODEL_TRUNCATED, err, "file is %zu bytes, too short for a header",
             size);
   const uint64_t fb_size = flatbuffers::ReadScalar<uint32_t>(p);
@@ -337,6 +348,13 @@ const fb::Tensor* model_find_tensor(const ModelImpl& m, fb::TensorRole role, int
     if (t->role() == role && t->layer() == layer) return t;
   }
   return nullptr;
+}
+
+const fb::Tokenizer* model_tokenizer(const rlm_model* model, uint32_t* vocab_size) {
+  const ModelImpl* m = model ? model_impl(model) : nullptr;
+  const bool open = m && m->root;
+  if (vocab_size) *vocab_size = open ? m->hp.vocab_size : 0;
+  return open ? m->root->tokenizer() : nullptr;
 }
 
 bool model_is_end_token(const ModelImpl& m, int32_t token) {

@@ -13,20 +13,20 @@
 #include "model_generated.h"
 #include "quant.h"
 #include "status.h"
+#include "tokenizer/limits.h"  // kMaxVocab, kMaxPieceBytes
 
 namespace ringlm {
 
 constexpr uint32_t kFormatVersion = RLM_FORMAT_VERSION;
 
-// Limits a verified model stays within (guard arithmetic against hostile headers).
+// Limits a verified model stays within (guard arithmetic against hostile headers). The
+// tokenizer's (kMaxVocab, kMaxPieceBytes) are in tokenizer/limits.h.
 constexpr uint32_t kMaxLayers = 1024;
 constexpr uint32_t kMaxDim = 1u << 16;
 constexpr uint32_t kMaxHeads = 1024;
 constexpr uint32_t kMaxHeadDim = 1024;
 constexpr uint32_t kMaxFfn = 1u << 18;
-constexpr uint32_t kMaxVocab = 1u << 20;
 constexpr uint32_t kMaxContext = 1u << 24;
-constexpr uint32_t kMaxPieceBytes = 256;
 
 struct Hparams {
   fb::Family family;

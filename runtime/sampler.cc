@@ -1,5 +1,6 @@
 #include "sampler.h"
 
+#include <float.h>
 #include <math.h>
 
 #include <algorithm>
@@ -28,17 +29,24 @@ inline float weight(float v, float m) {
   return expf(v - m);
 }
 
-// Stages 1-2: bias and penalties, in place.
-void apply_bias_and_penalties(float* logits, uint32_t vocab, const SamplerParams& p,
-                              const int32_t* recent, size_t n_recent, SamplerScratch* s) {
+// Stages 1-2: bias and penalties, in place. Each entry's value before it changes is appended to
+// s->saved (at most s->saved_cap entries; the session sizes it for max_logit_bias plus the
+// penalty window) so restore_logits() can undo the stages. Returns the number saved.
+uint32_t apply_bias_and_penalties(float* logits, uint32_t vocab, const SamplerParams& p,
+                                  const int32_t* recent, size_t n_recent, SamplerScratch* s) {
+  rlm_logit_bias* saved = s->saved;
+  const uint32_t cap = s->saved_cap;
+  uint32_t n_saved = 0;
   for (uint32_t i = 0; i < p.n_logit_bias; ++i) {
     const int32_t t = p.logit_bias[i].token;
-    if (t >= 0 && static_cast<uint32_t>(t) < vocab) logits[t] += p.logit_bias[i].bias;
+    if (t < 0 || static_cast<uint32_t>(t) >= vocab) continue;
+    if (n_saved < cap) saved[n_saved++] = rlm_logit_bias{t, logits[t]};
+    logits[t] += p.logit_bias[i].bias;
   }
 
   const bool any_penalty = p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f ||
                            p.presence_penalty != 0.0f;
-  if (!any_penalty || p.penalty_last_n <= 0 || !recent || n_recent == 0) return;
+  if (!any_penalty || p.penalty_last_n <= 0 || !recent || n_recent == 0) return n_saved;
   size_t n = n_recent;
   if (n > static_cast<size_t>(p.penalty_last_n)) n = static_cast<size_t>(p.penalty_last_n);
   if (n > s->window_cap) n = s->window_cap;
@@ -54,14 +62,23 @@ void apply_bias_and_penalties(float* logits, uint32_t vocab, const SamplerParams
     i = j;
     if (t < 0 || static_cast<uint32_t>(t) >= vocab) continue;
     float v = logits[t];
+    if (n_saved < cap) saved[n_saved++] = rlm_logit_bias{t, v};
     if (p.repeat_penalty != 1.0f) v = v > 0.0f ? v / p.repeat_penalty : v * p.repeat_penalty;
     if (p.frequency_penalty != 0.0f) v -= p.frequency_penalty * count;
     if (p.presence_penalty != 0.0f) v -= p.presence_penalty;
     logits[t] = v;
   }
+  return n_saved;
 }
 
-// Stage 3: lowest id among the maxima; NaN never wins (it compares false).
+// Undoes stages 1-2: newest first, so a token changed twice (two bias entries, or bias and a
+// penalty) ends at its value before the first change.
+void restore_logits(float* logits, const SamplerScratch* s, uint32_t n_saved) {
+  for (uint32_t i = n_saved; i-- > 0;) logits[s->saved[i].token] = s->saved[i].bias;
+}
+
+// Stage 3: lowest id among the maxima; NaN never wins (it compares false). Returns -1 when
+// every logit is -inf or NaN.
 int32_t argmax(const float* logits, uint32_t vocab) {
   int32_t best = 0;
   float best_v = -INFINITY;
@@ -71,7 +88,7 @@ int32_t argmax(const float* logits, uint32_t vocab) {
       best = static_cast<int32_t>(i);
     }
   }
-  return best;
+  return best_v == -INFINITY ? -1 : best;
 }
 
 // Stage 5 selection: the k best (k < vocab) in candidate order into idx[0, k).
@@ -120,7 +137,8 @@ void sort_and_weigh(const float* x, float m, int32_t* idx, float* probs, uint32_
   for (uint32_t j = 0; j < n; ++j) probs[j] = weight(x[idx[j]], m);
 }
 
-// Stages 1-9. Returns the survivor count in s->idx/s->probs. When `by_id` is non-null and no
+// Stages 1-9. Returns the survivor count in s->idx/s->probs; 0 when nothing can be sampled
+// (every logit -inf or NaN after stage 2), with stages 1-2 undone. When `by_id` is non-null and no
 // truncation stage is active (no top-k, top-p 1, min-p 0), skips sorting: sets *by_id, leaves
 // each token's unnormalised weight in probs[token] and returns vocab (sample() draws from that
 // in id order; the distribution is the same, only the walk order differs).
@@ -128,28 +146,64 @@ uint32_t candidates(float* logits, uint32_t vocab, const SamplerParams& p,
                     const int32_t* recent, size_t n_recent, SamplerScratch* s, bool* by_id) {
   if (vocab > s->vocab) vocab = s->vocab;
   if (vocab == 0) return 0;
-  apply_bias_and_penalties(logits, vocab, p, recent, n_recent, s);
+  const uint32_t n_saved = apply_bias_and_penalties(logits, vocab, p, recent, n_recent, s);
 
   int32_t* idx = s->idx;
   float* probs = s->probs;
   if (p.temperature == 0.0f) {
-    idx[0] = argmax(logits, vocab);
+    const int32_t best = argmax(logits, vocab);
+    if (best < 0) {
+      restore_logits(logits, s, n_saved);
+      return 0;
+    }
+    idx[0] = best;
     probs[0] = 1.0f;
     return 1;
   }
 
-  // Stage 4, then the maximum (two simple loops: both vectorise).
+  // The maximum before stage 4 (NaN never wins), which also decides "nothing to sample" before
+  // the logits are divided (so stages 1-2 can still be undone), and, below temperature 1, the
+  // largest finite magnitude: whether logit / T can overflow.
   const float t = p.temperature;
-  for (uint32_t i = 0; i < vocab; ++i) {
-    const float v = logits[i] / t;
-    logits[i] = v == v ? v : -INFINITY;
+  float hi = -INFINITY;
+  float amax = 0.0f;
+  if (t < 1.0f) {
+    for (uint32_t i = 0; i < vocab; ++i) {
+      const float x = logits[i];
+      const float a = fabsf(x);
+      hi = x > hi ? x : hi;
+      amax = a > amax && a <= FLT_MAX ? a : amax;  // false for inf and NaN
+    }
+  } else {
+    for (uint32_t i = 0; i < vocab; ++i) hi = logits[i] > hi ? logits[i] : hi;
   }
-  float m = -INFINITY;
-  for (uint32_t i = 0; i < vocab; ++i) m = logits[i] > m ? logits[i] : m;
-  if (m == -INFINITY) {  // everything is −inf: the lowest id (greedy's pick), alone
-    idx[0] = 0;
-    probs[0] = 1.0f;
-    return 1;
+  if (hi == -INFINITY) {
+    restore_logits(logits, s, n_saved);
+    return 0;
+  }
+
+  // Stage 4. Division rounds monotonically, so the maximum of logit / T is hi / T exactly.
+  float m;
+  if (amax / t <= FLT_MAX) {
+    for (uint32_t i = 0; i < vocab; ++i) {
+      const float v = logits[i] / t;
+      logits[i] = v == v ? v : -INFINITY;
+    }
+    m = hi / t;
+  } else if (hi == INFINITY) {
+    // Only the +inf (forced) tokens have weight; a finite logit / T overflowing to +inf must not
+    // join them.
+    for (uint32_t i = 0; i < vocab; ++i) logits[i] = logits[i] == INFINITY ? INFINITY : -INFINITY;
+    m = INFINITY;
+  } else {
+    // Some finite logit / T overflows (a tiny T, or huge logits): shift by the maximum first.
+    // The softmax is the same; the shifted values are <= 0, so nothing overflows to +inf, and
+    // a value that underflows to -inf had weight 0 anyway.
+    for (uint32_t i = 0; i < vocab; ++i) {
+      const float v = (logits[i] - hi) / t;
+      logits[i] = v == v ? v : -INFINITY;
+    }
+    m = 0.0f;
   }
 
   // Min-p in weight units: w_max == 1, so p < min_p * p_max is w < min_p. Its survivors are a
@@ -302,12 +356,16 @@ float Rng::next_float() {
   return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f);
 }
 
-void sampler_layout(Arena& a, uint32_t vocab, uint32_t penalty_window, SamplerScratch* s) {
+void sampler_layout(Arena& a, uint32_t vocab, uint32_t penalty_window, uint32_t max_bias,
+                    SamplerScratch* s) {
   s->idx = a.alloc<int32_t>(vocab);
   s->probs = a.alloc<float>(vocab);
   s->window = a.alloc<int32_t>(penalty_window, alignof(int32_t));
+  const uint64_t saved = static_cast<uint64_t>(max_bias) + penalty_window;
+  s->saved = a.alloc<rlm_logit_bias>(static_cast<size_t>(saved), alignof(rlm_logit_bias));
   s->vocab = vocab;
   s->window_cap = penalty_window;
+  s->saved_cap = static_cast<uint32_t>(saved);
 }
 
 uint32_t sampler_candidates(float* logits, uint32_t vocab, const SamplerParams& p,

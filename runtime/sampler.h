@@ -11,7 +11,13 @@
 //                        (in exactly this order, as three separate float operations).
 //   3. temperature 0     greedy: argmax of the logits so far, lowest id on ties; NaN counts as
 //                        −inf. Nothing below runs and the RNG is not advanced.
-//   4. temperature       logits[i] /= temperature (NaN results become −inf).
+//   4. temperature       logits[i] /= temperature (NaN results become −inf). When that would
+//                        overflow (some finite |logit| / temperature > FLT_MAX: a tiny
+//                        temperature such as 1e-40, or huge biased logits), the logits are
+//                        shifted by their maximum first, (logit − max) / temperature: the same
+//                        softmax, and no finite logit becomes +inf. As temperature → 0 this
+//                        tends to greedy (exact ties at the maximum share the probability). If
+//                        the maximum is +inf (a forced token), the other logits become −inf.
 //   5. top-k             keep the k largest (0, or k >= vocab, = off): one pass with a
 //                        size-k heap for k <= 1024 (nth_element beyond), then a sort of the
 //                        k survivors; never a full sort of the vocab.
@@ -31,8 +37,14 @@
 // strict total order (NaN is gone by then), so every result is deterministic for a given seed,
 // and probabilities come out non-increasing.
 //
-// If every logit is −inf (all banned), the only candidate is token 0 (the lowest id, which
-// greedy would pick too) with p = 1.
+// No candidates: if every logit is −inf or NaN after stage 2 (all tokens banned by the bias,
+// penalties that reached −inf, or NaN from the model), nothing can be sampled. Greedy and
+// sampling alike then report it (sample() returns -1, sampler_candidates() 0) and undo stages
+// 1-2, so the logits are left exactly as they came in (the session reports
+// RLM_ERR_NO_CANDIDATES and can sample the same logits again with other parameters). The check
+// rides on the maximum the pipeline computes anyway (argmax, or the softmax maximum), so it
+// costs no extra pass. Otherwise the maximum is a candidate with weight 1, so no later stage
+// (top-k >= 1, top-p keeping at least one, min-p <= 1) can leave nothing.
 //
 // Exact shortcuts (results equal the documented order; tests compare against a plain
 // implementation): min-p and top-p each keep a prefix of the candidate order, so min-p (a
@@ -104,26 +116,33 @@ struct SamplerScratch {
   int32_t* idx;      // [vocab] candidate token ids; after a call, [0, n) are the survivors
   float* probs;      // [vocab] parallel to idx: survivors' renormalised probabilities
   int32_t* window;   // [window_cap] sorted copy of the penalty window
+  rlm_logit_bias* saved;  // [saved_cap] (token, value before stage 1-2 changed it)
   uint32_t vocab;
   uint32_t window_cap;
+  uint32_t saved_cap;     // max_bias + window_cap: every change stages 1-2 can make
 };
 
-// Reserves the scratch for `vocab` tokens and a penalty window of up to `penalty_window`.
-// Works in measure mode (pointers then null); never touches the reserved memory.
-void sampler_layout(Arena& a, uint32_t vocab, uint32_t penalty_window, SamplerScratch* s);
+// Reserves the scratch for `vocab` tokens, a penalty window of up to `penalty_window` and up to
+// `max_bias` logit-bias entries (params with more bias entries still sample correctly, but
+// the logits are then not fully restored when nothing can be sampled). Works in measure mode
+// (pointers then null); never touches the reserved memory.
+void sampler_layout(Arena& a, uint32_t vocab, uint32_t penalty_window, uint32_t max_bias,
+                    SamplerScratch* s);
 
 // Runs the pipeline on `logits` (vocab floats, modified in place: bias, penalties and
 // temperature are applied to them) and draws a token. `recent` holds the last n_recent tokens
 // fed or generated, oldest first; only the newest min(n_recent, penalty_last_n, window_cap)
 // are used and ids outside [0, vocab) are ignored. `vocab` above s->vocab is clamped to it
-// (a caller bug; clamping keeps memory safe). Returns -1 only when vocab is 0. Advances `rng`
-// by exactly one step unless temperature is 0.
+// (a caller bug; clamping keeps memory safe). Returns -1 when vocab is 0 or nothing can be
+// sampled (see "No candidates": the logits are then as they came in and `rng` is not advanced).
+// Otherwise advances `rng` by exactly one step unless temperature is 0.
 int32_t sample(float* logits, uint32_t vocab, const SamplerParams& p, const int32_t* recent,
                size_t n_recent, Rng* rng, SamplerScratch* s);
 
 // The same pipeline up to the draw: leaves the survivors in s->idx[0, n) / s->probs[0, n) in
-// candidate order, renormalised, and returns n (>= 1 when vocab > 0). With temperature 0 the
-// single survivor is the greedy token with p = 1.
+// candidate order, renormalised, and returns n: >= 1, or 0 when vocab is 0 or nothing can be
+// sampled (logits then as they came in). With temperature 0 the single survivor is the greedy
+// token with p = 1.
 uint32_t sampler_candidates(float* logits, uint32_t vocab, const SamplerParams& p,
                             const int32_t* recent, size_t n_recent, SamplerScratch* s);
 

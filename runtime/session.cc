@@ -27,7 +27,7 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
                                               sizeof(int32_t), kArenaAlignment));
   s->history = a.alloc<int32_t>(c.penalty_window > 0 ? c.penalty_window : 1);
   s->bias = a.alloc<rlm_logit_bias>(c.max_logit_bias > 0 ? c.max_logit_bias : 1);
-  sampler_layout(a, m.hp.vocab_size, c.penalty_window, &s->ss);
+  sampler_layout(a, m.hp.vocab_size, c.penalty_window, c.max_logit_bias, &s->ss);
   stop_strings_layout(a, c.max_stop_strings, c.stop_string_bytes, &s->stops);
   text_stream_layout(a, c.stop_string_bytes, kMaxPieceBytes, &s->stream);
   s->stop_tokens = a.alloc<int32_t>(c.max_stop_tokens > 0 ? c.max_stop_tokens : 1);
@@ -78,6 +78,7 @@ Status run_pending(SessionImpl* s, uint32_t* n_run, ErrorSink* err) {
   s->n_pending = 0;
   s->has_last = false;
   s->logits_ready = true;
+  s->logits_valid = true;
   *n_run = total;
   return RLM_OK;
 }
@@ -185,19 +186,32 @@ Status session_create(const ModelImpl& m, const SessionConfig& c, void* mem, siz
   s->rng.seed(def.seed);
   session_reset(s);
   RLM_RETURN_IF_ERROR(transformer_xnn_create(m, &s->tf, &err));
-  if (c.n_threads > 1 && !thread_pool_start(s->tf.pool, c.n_threads)) {
+  if (c.n_threads > 1 &&
+      !(s->tf.pool = thread_pool_start(s->tf.pool_memory, thread_pool_bytes(c.n_threads),
+                                       c.n_threads))) {
     transformer_xnn_release(&s->tf);
     return RLM_ERR_THREADS;
   }
-  s->magic = kSessionMagic;
+  s->self = s;
+  s->magic = kSessionLive;
   *out = s;
   return RLM_OK;
+}
+
+bool session_is_live(const void* mem) {
+  const SessionImpl* s = static_cast<const SessionImpl*>(mem);
+  return s->magic == kSessionLive && s->self == s;
+}
+
+bool session_is_released(const void* mem) {
+  const SessionImpl* s = static_cast<const SessionImpl*>(mem);
+  return s->magic == kSessionReleased && s->self == s;
 }
 
 void session_release(SessionImpl* s) {
   if (s->cfg.n_threads > 1) thread_pool_stop(s->tf.pool);
   transformer_xnn_release(&s->tf);
-  s->magic = 0;
+  s->magic = kSessionReleased;
 }
 
 void session_reset(SessionImpl* s) {
@@ -205,6 +219,7 @@ void session_reset(SessionImpl* s) {
   s->n_pending = 0;
   s->has_last = false;
   s->logits_ready = false;
+  s->logits_valid = false;
   s->prev_token = -1;
   s->n_history = 0;
   begin_turn(s);
@@ -232,7 +247,7 @@ Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool
   return RLM_OK;
 }
 
-Status session_feed_text(SessionImpl* s, const char* text, size_t len) {
+Status session_feed_text(SessionImpl* s, const char* text, size_t len, bool parse_special) {
   ErrorSink err{s->error, sizeof s->error};
   RLM_CHECK(len <= s->cfg.max_text_bytes, RLM_ERR_CAPACITY, &err,
             "text of %zu bytes above max_text_bytes %u", len, s->cfg.max_text_bytes);
@@ -240,9 +255,11 @@ Status session_feed_text(SessionImpl* s, const char* text, size_t len) {
   const bool add_bos = at_start && s->tok->add_bos() && s->tok->bos_id() >= 0;
   size_t n = 0;
   int32_t* dst = s->batch + 1 + s->n_pending;
-  RLM_RETURN_IF_ERROR(tokenize(s->tok, s->model->hp.vocab_size, text, len, add_bos, dst,
-                               s->cfg.max_pending - s->n_pending, &n, s->tok_scratch,
-                               s->tok_scratch_size, &err));
+  const uint32_t flags =
+      (add_bos ? kTokenizeAddBos : 0u) | (parse_special ? kTokenizeParseSpecial : 0u);
+  RLM_RETURN_IF_ERROR(tokenize_ex(s->tok, s->model->hp.vocab_size, text, len, flags, dst,
+                                  s->cfg.max_pending - s->n_pending, &n, s->tok_scratch,
+                                  s->tok_scratch_size, &err));
   for (size_t i = 0; i < n; ++i) history_push(s, dst[i]);
   s->n_pending += static_cast<uint32_t>(n);
   begin_turn(s);
@@ -264,9 +281,14 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   uint32_t n_run = 0;
   RLM_RETURN_IF_ERROR(run_pending(s, &n_run, &err));
 
-  // Sample in place on the logits, then append.
+  // Sample in place on the logits, then append. With no candidates the sampler has left the
+  // logits raw: the state is that of rlm_session_eval (input run, logits ready), so a step with
+  // other sampling parameters samples them without running the model again.
   const int32_t token = sample(s->tf.logits, s->model->hp.vocab_size, s->sp, s->history,
                                s->n_history, &s->rng, &s->ss);
+  RLM_CHECK(token >= 0, RLM_ERR_NO_CANDIDATES, &err,
+            "no token can be sampled: every logit is -inf or NaN after logit bias and penalties "
+            "(all tokens banned, or the model produced NaN)");
   s->logits_ready = false;
   s->batch[0] = token;
   s->has_last = true;
@@ -314,6 +336,7 @@ Status session_rewind(SessionImpl* s, uint32_t position) {
   s->n_pending = 0;
   s->has_last = false;
   s->logits_ready = false;
+  s->logits_valid = false;  // even at the same position: they may be the sampler's working values
   // Rebuild the decode context and penalty window from the tokens the ring still holds.
   const KvRing& kv = s->tf.kv;
   const KvGeom& g = kv.geom[kKvGlobal];

@@ -14,7 +14,13 @@
 
 namespace ringlm {
 
-constexpr uint32_t kSessionMagic = 0x524c4d53u;  // "RLMS"
+// The session block starts with a header that says whether the memory holds a live session:
+// magic == kSessionLive and self == the block's address from a successful rlm_session_init
+// until rlm_session_release, which sets magic = kSessionReleased. The 64-bit magic and the
+// self-pointer make it unlikely that memory handed to init for the first time (any garbage)
+// reads as a live session, and a copy of a live session elsewhere does not either.
+constexpr uint64_t kSessionLive = 0x52494e474c4d5331ull;      // "RINGLMS1"
+constexpr uint64_t kSessionReleased = 0x52494e474c4d5330ull;  // "RINGLMS0"
 
 struct SessionConfig {  // validated rlm_session_config
   uint32_t n_ctx, n_sink, n_threads, n_batch, max_pending, max_text_bytes;
@@ -25,7 +31,8 @@ struct SessionConfig {  // validated rlm_session_config
 };
 
 struct SessionImpl {
-  uint32_t magic;
+  uint64_t magic;                // kSessionLive / kSessionReleased (see above)
+  const SessionImpl* self;       // this, while magic is either value
   const ModelImpl* model;        // borrowed; must outlive the session
   const fb::Tokenizer* tok;      // inside the model bytes
   SessionConfig cfg;
@@ -36,7 +43,9 @@ struct SessionImpl {
   int32_t* batch;                // (max_pending + 1): [last sampled token] + pending input
   uint32_t n_pending;            // pending input tokens, at batch + 1
   bool has_last;                 // batch[0] holds the last sampled token, not yet run
-  bool logits_ready;             // tf.logits hold the output of the last run position
+  bool logits_ready;             // tf.logits hold the raw output of the last run position
+  bool logits_valid;             // tf.logits belong to position n_past - 1 (raw or, after a
+                                 // step, the sampler's working values): rlm_session_logits
   int32_t prev_token;            // last token of the sequence (decode context), -1 at start
 
   // Turn.
@@ -77,12 +86,17 @@ size_t session_bytes(const ModelImpl& m, const SessionConfig& c);
 Status session_create(const ModelImpl& m, const SessionConfig& c, void* mem, size_t size,
                       SessionImpl** out);
 
+// Whether `mem` (at least sizeof(SessionImpl) bytes) holds a live / a released session header.
+bool session_is_live(const void* mem);
+bool session_is_released(const void* mem);
+
 // Stops the session's worker threads and deletes its XNNPACK operators; the handle is invalid
-// afterwards.
+// afterwards (its header reads as released).
 void session_release(SessionImpl* s);
 void session_reset(SessionImpl* s);
 Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool add_bos);
-Status session_feed_text(SessionImpl* s, const char* text, size_t len);
+// parse_special: special-token text becomes its token (kTokenizeParseSpecial).
+Status session_feed_text(SessionImpl* s, const char* text, size_t len, bool parse_special);
 Status session_eval(SessionImpl* s);
 Status session_step(SessionImpl* s, rlm_step_result* r);
 Status session_rewind(SessionImpl* s, uint32_t position);

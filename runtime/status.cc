@@ -8,10 +8,18 @@ namespace ringlm {
 
 void set_error(ErrorSink* sink, const char* file, int line, const char* fmt, ...) {
   if (!sink || !sink->buf || sink->cap == 0) return;
-  const char* base = strrchr(file, '/');
-  base = base ? base + 1 : file;
-  int n = snprintf(sink->buf, sink->cap, "%s:%d: ", base, line);
-  if (n < 0 || static_cast<size_t>(n) >= sink->cap) return;
+  int n = 0;
+#if RINGLM_ERROR_LOCATIONS
+  if (file) {
+    const char* base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    n = snprintf(sink->buf, sink->cap, "%s:%d: ", base, line);
+    if (n < 0 || static_cast<size_t>(n) >= sink->cap) return;
+  }
+#else
+  (void)file;
+  (void)line;
+#endif
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(sink->buf + n, sink->cap - static_cast<size_t>(n), fmt, ap);
@@ -51,6 +59,7 @@ extern "C" const char* rlm_status_string(rlm_status status) {
     RLM_CASE(RLM_ERR_MODEL_TOKENIZER)
     RLM_CASE(RLM_ERR_MODEL_UNSUPPORTED)
     RLM_CASE(RLM_ERR_INTERNAL)
+    RLM_CASE(RLM_ERR_NO_CANDIDATES)
 #undef RLM_CASE
   }
   return "RLM_ERR_UNKNOWN";

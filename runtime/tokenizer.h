@@ -1,5 +1,11 @@
 // Tokenizer over the model file's tables: encode text to ids and decode ids to bytes, writing
 // only into caller buffers (no allocation, no global state).
+//
+// This header is the tokenizer's whole interface, for the runtime and for tools (the CLI's
+// tokenize / detokenize work on a model's table or on one built from a vocabulary file): tables
+// are fb::Tokenizer plus their vocab size, limits come from tokenizer/limits.h, and
+// model_tokenizer() gives an open model's table. Everything else under runtime/tokenizer/ is
+// internal to the implementation (tokenizer.cc lists the files).
 #ifndef RINGLM_RUNTIME_TOKENIZER_H_
 #define RINGLM_RUNTIME_TOKENIZER_H_
 
@@ -8,6 +14,7 @@
 
 #include "model_generated.h"
 #include "status.h"
+#include "tokenizer/limits.h"
 
 namespace ringlm {
 
@@ -22,7 +29,8 @@ Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab_size, ErrorSink
 // Scratch bytes tokenize() needs for a text of `text_len` bytes (any alignment). SentencePiece:
 // about 39 per byte. ByteLevel: about 36 per byte, plus 4 per Control/UserDefined token and
 // 1 KiB (so this scans the token types once, O(vocab)). SIZE_MAX when the text is too long to
-// encode (over 256 MiB).
+// encode (over kMaxTokenizeText, 256 MiB). Measured by the same layout function tokenize_ex
+// carves the buffer with.
 size_t tokenize_scratch_bytes(const fb::Tokenizer* tok, size_t text_len);
 
 // tokenize_ex flags.
@@ -107,6 +115,11 @@ size_t token_text_ex(const fb::Tokenizer* tok, int32_t prev, int32_t token, uint
 
 // The id of a piece by its exact bytes (any token type; the lowest id among duplicates), or -1.
 int32_t token_lookup(const fb::Tokenizer* tok, const char* piece, size_t len);
+
+// The tokenizer table of a model rlm_model_open opened, verified (the functions above are
+// memory-safe on it), with its vocab size in *vocab_size; null (and 0) for a null or unopened
+// model. vocab_size may be null. For tools holding an rlm_model: no need for ModelImpl.
+const fb::Tokenizer* model_tokenizer(const rlm_model* model, uint32_t* vocab_size);
 
 }  // namespace ringlm
 

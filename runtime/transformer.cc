@@ -72,6 +72,16 @@ constexpr uint64_t kMinParallelMacs = 1u << 22;
 constexpr uint64_t kMinParallelBytes = 1u << 18;
 // Attention work (visible slots × q_dim) below which heads are not split across threads.
 constexpr uint64_t kMinParallelAttention = 1u << 14;
+// A parallel job is split into up to this many parts per thread, claimed by whichever thread is
+// free (see platform/threads.h): a thread that is descheduled on a busy device then delays the
+// job by at most the part it holds, and the others take the rest. More parts cost more claims.
+constexpr uint32_t kPartsPerThread = 4;
+
+// Parts for a job of `units` indivisible units (row blocks, heads) on `n_threads`.
+uint32_t job_parts(uint32_t units, uint32_t n_threads) {
+  const uint32_t most = n_threads * kPartsPerThread;
+  return units < most ? (units ? units : 1) : most;
+}
 
 // y(n, w.rows) = x(n, w.cols) · Wᵀ for rows [r0, r1). `qa` holds x quantized when w is Q8/Q4.
 void linear_rows(const KernelTable* k, const WeightView& w, const float* x, const QuantActs& qa,
@@ -105,11 +115,12 @@ struct ProjectJob {
   uint32_t xnn_threads;    // the session's thread count (the operators' slicing)
 };
 
-// Runs matrix i's XNNPACK operators for thread `index` of `n_threads`: the operator of that
-// thread's slice, or all of them when the job runs on the caller alone.
-void project_xnn(const ProjectJob* j, uint32_t i, uint32_t index, uint32_t n_threads) {
+// Runs matrix i's XNNPACK operators of part `part` of `n_parts`: the operators' slices are spread
+// over the parts (one each when n_parts >= the slice count, all of them for one part).
+void project_xnn(const ProjectJob* j, uint32_t i, uint32_t part, uint32_t n_parts) {
   const uint32_t nt = j->xnn_threads;
-  const uint32_t s0 = n_threads == nt ? index : 0, s1 = n_threads == nt ? index + 1 : nt;
+  uint32_t s0, s1;
+  thread_share(nt, 1, part, n_parts, &s0, &s1);
   for (uint32_t s = s0; s < s1; ++s) {
     void* op = j->xnn[i][s];
     if (!op) continue;  // empty slice
@@ -119,15 +130,16 @@ void project_xnn(const ProjectJob* j, uint32_t i, uint32_t index, uint32_t n_thr
   }
 }
 
-void project_job(void* ctx, uint32_t index, uint32_t n_threads) {
+// Part `part` of `n_parts`: the same share of every matrix's row blocks, whichever thread runs it.
+void project_job(void* ctx, uint32_t part, uint32_t n_parts, uint32_t /*slot*/) {
   const ProjectJob* j = static_cast<const ProjectJob*>(ctx);
   for (uint32_t i = 0; i < j->count; ++i) {
     if (j->xnn[i]) {
-      project_xnn(j, i, index, n_threads);
+      project_xnn(j, i, part, n_parts);
       continue;
     }
     uint32_t r0, r1;
-    thread_share(j->w[i]->rows, kRowBlock, index, n_threads, &r0, &r1);
+    thread_share(j->w[i]->rows, kRowBlock, part, n_parts, &r0, &r1);
     linear_rows(j->k, *j->w[i], j->x, j->qa, j->n, j->y[i], r0, r1);
   }
 }
@@ -146,18 +158,24 @@ void project(Transformer* t, const float* x, uint32_t n, uint32_t cols, const We
   if (slot0 != UINT32_MAX) {
     for (uint32_t i = 0; i < count; ++i) job.xnn[i] = xnn_ops(t, slot0 + i);
   }
-  bool need = false;
+  bool need = false, all_xnn = true;
   uint64_t weights = 0, bytes = 0;
+  uint32_t blocks = 0;  // of the tallest matrix
   for (uint32_t i = 0; i < count; ++i) {
     need |= is_quant(*w[i]);
+    all_xnn = all_xnn && job.xnn[i];
     weights += static_cast<uint64_t>(w[i]->rows) * w[i]->cols;
     bytes += weight_bytes(*w[i]);
+    const uint32_t b = (w[i]->rows + kRowBlock - 1) / kRowBlock;
+    blocks = b > blocks ? b : blocks;
   }
   if (need) job.qa = prepare_acts(t, x, n, cols);
   if (t->n_threads > 1 && (weights * n >= kMinParallelMacs || bytes >= kMinParallelBytes)) {
-    thread_pool_run(t->pool, project_job, &job);
+    // XNNPACK matrices come in one pre-sliced operator per session thread: those are the parts.
+    const uint32_t parts = all_xnn ? t->n_threads : job_parts(blocks, t->n_threads);
+    thread_pool_run(t->pool, project_job, &job, parts);
   } else {
-    project_job(&job, 0, 1);
+    project_job(&job, 0, 1, 0);
   }
 }
 
@@ -301,11 +319,12 @@ struct AttendJob {
   float* out;
 };
 
-void attend_job(void* ctx, uint32_t index, uint32_t n_threads) {
+// Part `part` of `n_parts`: whole heads, with the scratch of the thread (`slot`) running it.
+void attend_job(void* ctx, uint32_t part, uint32_t n_parts, uint32_t slot) {
   const AttendJob* j = static_cast<const AttendJob*>(ctx);
   uint32_t h0, h1;
-  thread_share(j->t->hp.n_heads, 1, index, n_threads, &h0, &h1);
-  attend_heads(j->t, j->l, j->q, j->pos, j->cs, j->out, h0, h1, index);
+  thread_share(j->t->hp.n_heads, 1, part, n_parts, &h0, &h1);
+  attend_heads(j->t, j->l, j->q, j->pos, j->cs, j->out, h0, h1, slot);
 }
 
 void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
@@ -314,7 +333,7 @@ void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, const floa
       static_cast<uint64_t>(kv_visible(t->kv.geom[t->layers[l].kind], pos)) * t->hp.q_dim;
   AttendJob job{t, l, q, pos, cs, out};
   if (t->n_threads > 1 && t->hp.n_heads > 1 && work >= kMinParallelAttention) {
-    thread_pool_run(t->pool, attend_job, &job);
+    thread_pool_run(t->pool, attend_job, &job, job_parts(t->hp.n_heads, t->n_threads));
   } else {
     attend_heads(t, l, q, pos, cs, out, 0, t->hp.n_heads, 0);
   }
@@ -328,7 +347,10 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->hp = hp;
   t->n_batch = n_batch;
   t->n_threads = n_threads;
-  thread_pool_layout(a, n_threads, &t->pool);
+  // The pool's state and its workers' stacks; session init starts the pool there.
+  t->pool = nullptr;
+  t->pool_memory =
+      n_threads > 1 ? a.alloc_2d(1, thread_pool_bytes(n_threads), 1, kThreadPoolAlignment) : nullptr;
   t->k = kernels_ref();  // session init replaces it with the table chosen for this CPU
   t->layers = a.alloc<LayerWeights>(hp.n_layers, alignof(LayerWeights));
   // Sliding-window layers never look further back than the window, so their ring is that big.

@@ -56,7 +56,8 @@ struct Transformer {
   int8_t* xq;               // (n_batch, act_stride) quantized activations
   float* xqs;               // (n_batch, act_stride / 32) their scales
   uint32_t act_stride;      // padded max(dim, q_dim, ffn_dim)
-  ThreadPool* pool;         // workers started at init (n_threads - 1 of them)
+  ThreadPool* pool;         // workers started at init (n_threads - 1 of them); null for one thread
+  void* pool_memory;        // (thread_pool_bytes(n_threads)) where init starts the pool, or null
   uint32_t n_threads;
   // Per-thread attention scratch, thread i at offset i * stride.
   float* qrot;              // (n_threads, head_dim) query rotated at its position

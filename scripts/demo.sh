@@ -5,7 +5,8 @@ cd "$(dirname "$0")/.."
 SHARED=${RINGLM_SHARED_DIR:-../shared}
 bash scripts/setup.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)"
+# Only the `ringlm` tool and the library it links: the test suite is scripts/test.sh's business.
+cmake --build --preset release -j "$(nproc)" --target ringlm_cli
 RINGLM=build/release/bin/ringlm
 mkdir -p build/models
 "$RINGLM" convert "$SHARED/models/stories260K/stories260K.bin" \

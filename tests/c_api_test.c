@@ -141,6 +141,31 @@ int main(int argc, char** argv) {
     }
     free(ref);
   }
+  /* rlm_tokenize_ex: ADD_BOS | PARSE_SPECIALS is rlm_tokenize with add_bos; unknown flag bits are
+   * refused; rlm_session_feed_text_ex takes PARSE_SPECIALS or 0 and nothing else. */
+  {
+    static uint64_t scratch[4096];
+    int32_t a[64], b[64];
+    size_t na = 0, nb = 0, i;
+    EXPECT(rlm_tokenize_scratch_bytes(&model, 16) <= sizeof scratch);
+    EXPECT(rlm_tokenize(&model, "Once upon a time", 16, 1, a, 64, &na, scratch,
+                        sizeof scratch) == RLM_OK);
+    EXPECT(rlm_tokenize_ex(&model, "Once upon a time", 16,
+                           RLM_TOKENIZE_ADD_BOS | RLM_TOKENIZE_PARSE_SPECIALS, b, 64, &nb,
+                           scratch, sizeof scratch) == RLM_OK);
+    EXPECT(na == nb && na > 1);
+    for (i = 0; i < na && i < nb; ++i) EXPECT(a[i] == b[i]);
+    EXPECT(rlm_tokenize_ex(&model, "Once upon a time", 16, 0, b, 64, &nb, scratch,
+                           sizeof scratch) == RLM_OK);
+    EXPECT(nb + 1 == na); /* no BOS */
+    EXPECT(rlm_tokenize_ex(&model, "a", 1, 0x4u, b, 64, &nb, scratch, sizeof scratch) ==
+           RLM_ERR_INVALID_ARGUMENT);
+    EXPECT(rlm_session_reset(s) == RLM_OK);
+    EXPECT(rlm_session_feed_text_ex(s, "a", 1, RLM_TOKENIZE_ADD_BOS) == RLM_ERR_INVALID_ARGUMENT);
+    EXPECT(rlm_session_feed_text_ex(s, "Once", 4, 0) == RLM_OK);
+    EXPECT(rlm_session_feed_text_ex(s, " upon", 5, RLM_TOKENIZE_PARSE_SPECIALS) == RLM_OK);
+  }
+  rlm_session_release(s);
   free(mem);
   free(model_bytes);
   printf("c_api_test: %s\n", failures ? "FAILED" : "passed");

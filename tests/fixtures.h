@@ -182,8 +182,8 @@ struct TestSession {
   TestSession() = default;
   TestSession(const TestSession&) = delete;
   TestSession& operator=(const TestSession&) = delete;
-  // Worker threads (n_threads > 1) run on this memory: stop them before it is freed. A second
-  // release of an already released handle is a harmless RLM_ERR_INVALID_ARGUMENT.
+  // Worker threads (n_threads > 1) run on this memory: stop them before it is freed. Releasing
+  // an already released handle again is harmless (RLM_OK).
   ~TestSession() {
     if (s) rlm_session_release(s);
   }

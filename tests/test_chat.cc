@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include <fstream>
+#include <random>
 #include <regex>
 #include <string>
 
@@ -75,14 +76,14 @@ class ChatCli : public ::testing::Test {
   }
   // Runs chat with `input` on stdin; returns stderr's [turn: ...] lines (and stdout in *text).
   std::vector<std::smatch> turns(const std::string& input, const std::string& flags,
-                                 std::string* log) {
+                                 std::string* log, int expect_status = 0) {
     const std::string in = dir_ + "/in.txt";
-    std::ofstream(in) << input;
+    std::ofstream(in, std::ios::binary) << input;
     std::string out;
     EXPECT_EQ(run_command(ringlm_bin() + " chat -m " + model_ + " --stats --temp 0 " + flags +
                               " < " + in + " 2>&1 >/dev/null",
                           &out),
-              0)
+              expect_status)
         << out;
     *log = out;
     std::vector<std::smatch> res;
@@ -139,4 +140,62 @@ TEST_F(ChatCli, RefusesAModelWithoutATemplate) {
       << out;
   EXPECT_EQ(run_command("echo hi | " + ringlm_bin() + " chat -m " + plain + " 2>&1", &out), 1);
   EXPECT_NE(out.find("--template"), std::string::npos) << out;
+}
+
+// Issue #12: lines whose token count exceeds their byte count (byte fallback turns a space into
+// the 3 bytes of "▁"), long lines and binary noise are ordinary turns, not fatal errors.
+TEST_F(ChatCli, LinesOfAnyLengthAndContentAreTurns) {
+  std::string log;
+  auto t = turns("hello world hello world\nHi\n", "-n 2", &log);
+  EXPECT_EQ(t.size(), 2u) << log;
+
+  std::string input = std::string(3000, 'x');
+  for (size_t i = 0; i < input.size(); i += 4) input[i] = ' ';
+  input += "\n";
+  std::mt19937 rng(12);
+  std::string noise;
+  for (int i = 0; i < 4096; ++i) noise += static_cast<char>(rng() & 0xff);
+  size_t lines = 1;
+  for (char c : noise) lines += c == '\n';
+  input += noise + "\nbye\n";
+  lines += 2;  // the noise's last line and "bye"
+  // --ctx above the model's 512 so the 3000-byte line fits the context.
+  t = turns(input, "-n 2 --ctx 8192", &log);
+  size_t quits = 0;  // a noise line that happens to read /undo, /reset or /quit
+  for (size_t a = 0, b; (b = noise.find('\n', a)) != std::string::npos; a = b + 1) {
+    const std::string l = noise.substr(a, b - a);
+    quits += l == "/undo" || l == "/reset" || l == "/quit";
+  }
+  ASSERT_EQ(quits, 0u);
+  EXPECT_EQ(t.size(), lines) << log;
+}
+
+TEST_F(ChatCli, AMessageThatDoesNotFitIsSkippedAndTheConversationGoesOn) {
+  std::string log_ref, log;
+  const auto ref = turns("Hi\nSecond\n", "-n 3 --max-prompt 60", &log_ref);
+  ASSERT_EQ(ref.size(), 2u) << log_ref;
+  // The long line between them is refused, the status says something was skipped, and the
+  // conversation is exactly as if it had not been typed.
+  const auto t = turns("Hi\n" + std::string(200, 'z') + "\nSecond\n", "-n 3 --max-prompt 60",
+                       &log, 1);
+  ASSERT_EQ(t.size(), 2u) << log;
+  EXPECT_NE(log.find("--max-prompt 60; skipped"), std::string::npos) << log;
+  EXPECT_EQ(t[1].str(), ref[1].str());
+  // Default: the context (512 slots here) bounds a message.
+  const auto d = turns(std::string(600, 'z') + "\nHi\n", "-n 3", &log, 1);
+  ASSERT_EQ(d.size(), 1u) << log;
+  EXPECT_NE(log.find("--max-prompt 512"), std::string::npos) << log;
+  EXPECT_EQ(d[0].str(), ref[0].str());
+}
+
+TEST_F(ChatCli, UnlimitedRepliesAndCtxErrorsNameTheFlags) {
+  std::string out;
+  EXPECT_EQ(run_command("echo hi | " + ringlm_bin() + " chat -m " + model_ + " -c 3 2>&1", &out),
+            2);
+  EXPECT_NE(out.find("--sinks 4 must be less than --ctx"), std::string::npos) << out;
+  // -n -1 (llama.cpp's "unlimited") is accepted: the reply runs to the end-of-turn token.
+  std::string log;
+  auto t = turns("Hi\n", "-n -1 --logit-bias 599=100", &log);
+  ASSERT_EQ(t.size(), 1u) << log;
+  EXPECT_EQ(t[0][5], "end-of-turn");
 }

@@ -50,11 +50,14 @@ class ErrorPaths : public ::testing::Test {
     sp.temperature = 0;
     ASSERT_EQ(rlm_session_set_sampling(ts->s, &sp), RLM_OK);
   }
+  // The session's logits; empty when it has none yet (RLM_ERR_BAD_STATE: nothing run since init,
+  // reset or rewind), so "no logits" compares equal to itself and unequal to any logits.
   static std::vector<float> logits(rlm_session* s) {
     const float* l = nullptr;
     size_t n = 0;
-    EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_OK);
-    return std::vector<float>(l, l + n);
+    const rlm_status st = rlm_session_logits(s, &l, &n);
+    EXPECT_TRUE(st == RLM_OK || st == RLM_ERR_BAD_STATE) << rlm_status_string(st);
+    return st == RLM_OK ? std::vector<float>(l, l + n) : std::vector<float>();
   }
   static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -270,27 +273,53 @@ TEST_F(ErrorPaths, EverySessionFunctionRejectsNullAndReleasedHandles) {
   const int32_t tok = 5;
   const float* l = nullptr;
   size_t n = 0;
-  // NULL first, then a released handle (the memory still holds the old session).
-  rlm_session* released = ts.s;
+  rlm_session_info info;
+  rlm_session_info_default(&info);
+  // NULL, memory that never held a session, then a released handle (the memory still holds the
+  // old session's header): INVALID_ARGUMENT for the first two, BAD_STATE for the released one
+  // (issue #12; it was INVALID_ARGUMENT), whatever the other arguments are.
+  AlignedBuffer never(ts.bytes);
+  memset(never.data(), 0, never.size());
+  rlm_session* const garbage = reinterpret_cast<rlm_session*>(never.data());
+  rlm_session* const released = ts.s;
   ASSERT_EQ(rlm_session_release(released), RLM_OK);
-  for (rlm_session* s : {static_cast<rlm_session*>(nullptr), released}) {
-    EXPECT_STREQ(rlm_session_error(s), "");
-    EXPECT_EQ(rlm_session_release(s), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_reset(s), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_feed_text(s, "a", 1), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_feed_tokens(s, &tok, 1), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_set_sampling(s, &sp), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_add_stop_token(s, 2), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_add_stop_string(s, "x", 1), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_clear_stops(s), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_set_max_tokens(s, 3), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_set_ignore_eos(s, 1), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_step(s, &r), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_eval(s), RLM_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_ERR_INVALID_ARGUMENT);
+  for (rlm_session* s : {static_cast<rlm_session*>(nullptr), garbage, released}) {
+    const rlm_status want = s == released ? RLM_ERR_BAD_STATE : RLM_ERR_INVALID_ARGUMENT;
+    EXPECT_EQ(rlm_session_reset(s), want);
+    EXPECT_EQ(rlm_session_feed_text(s, "a", 1), want);
+    EXPECT_EQ(rlm_session_feed_text(s, nullptr, 1), want);
+    EXPECT_EQ(rlm_session_feed_text_ex(s, "a", 1, 0), want);
+    EXPECT_EQ(rlm_session_feed_tokens(s, &tok, 1), want);
+    EXPECT_EQ(rlm_session_set_sampling(s, &sp), want);
+    EXPECT_EQ(rlm_session_set_sampling(s, nullptr), want);
+    EXPECT_EQ(rlm_session_add_stop_token(s, 2), want);
+    EXPECT_EQ(rlm_session_add_stop_string(s, "x", 1), want);
+    EXPECT_EQ(rlm_session_clear_stops(s), want);
+    EXPECT_EQ(rlm_session_set_max_tokens(s, 3), want);
+    EXPECT_EQ(rlm_session_set_ignore_eos(s, 1), want);
+    EXPECT_EQ(rlm_step(s, &r), want);
+    EXPECT_EQ(rlm_step(s, nullptr), want);
+    EXPECT_EQ(rlm_session_eval(s), want);
+    EXPECT_EQ(rlm_session_logits(s, &l, &n), want);
+    EXPECT_EQ(rlm_session_get_info(s, &info), want);
     EXPECT_EQ(rlm_session_position(s), 0u);
-    EXPECT_EQ(rlm_session_rewind(s, 0), RLM_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(rlm_session_rewind(s, 0), want);
+    if (s == released) {
+      // Releasing again is harmless, and the message names the state.
+      EXPECT_EQ(rlm_session_release(s), RLM_OK);
+      EXPECT_NE(std::string(rlm_session_error(s)).find("released"), std::string::npos)
+          << rlm_session_error(s);
+    } else {
+      EXPECT_EQ(rlm_session_release(s), RLM_ERR_INVALID_ARGUMENT);
+      EXPECT_STREQ(rlm_session_error(s), "");
+    }
   }
+  // The released memory initialises again.
+  rlm_session* again = nullptr;
+  ASSERT_EQ(rlm_session_init(&model_, &cfg_, ts.mem.data(), ts.bytes, &again), RLM_OK);
+  EXPECT_EQ(again, released);
+  EXPECT_EQ(rlm_session_reset(again), RLM_OK);
+  ts.s = again;  // released by ~TestSession
 }
 
 TEST_F(ErrorPaths, SessionArgumentsAreChecked) {
@@ -312,6 +341,11 @@ TEST_F(ErrorPaths, SessionArgumentsAreChecked) {
   size_t n = 0;
   EXPECT_EQ(rlm_session_logits(s, nullptr, &n), RLM_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(rlm_session_logits(s, &l, nullptr), RLM_ERR_INVALID_ARGUMENT);
+  // Nothing has run yet: no logits (issue #12; they were uninitialised memory with RLM_OK).
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_ERR_BAD_STATE);
+  const int32_t one = 3;
+  ASSERT_EQ(rlm_session_feed_tokens(s, &one, 1), RLM_OK);
+  ASSERT_EQ(rlm_session_eval(s), RLM_OK);
   EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_OK);
   EXPECT_EQ(n, static_cast<size_t>(vocab_));
 
@@ -674,6 +708,225 @@ TEST_F(ErrorPaths, InitShortOfMemoryLeavesNoSessionAndTheMemoryIsReusable) {
     EXPECT_EQ(got, want);
     ASSERT_EQ(rlm_session_release(s), RLM_OK);
   }
+}
+
+// ---- Issue #12: silent wrong results --------------------------------------------------------------
+
+// rlm_session_logits returned RLM_OK with uninitialised memory before anything had run. The logits
+// exist from the first position run (eval or step) until reset or rewind.
+TEST_F(ErrorPaths, LogitsExistOnlyAfterAPositionRuns) {
+  TestSession ts;
+  init(&ts);
+  rlm_session* s = ts.s;
+  const float* l = nullptr;
+  size_t n = 0;
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_ERR_BAD_STATE);
+  EXPECT_NE(std::string(rlm_session_error(s)).find("no logits"), std::string::npos)
+      << rlm_session_error(s);
+  EXPECT_EQ(l, nullptr);
+  const int32_t prompt[3] = {10, 20, 30};
+  ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 3), RLM_OK);
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_ERR_BAD_STATE);  // queued, not run
+  ASSERT_EQ(rlm_session_eval(s), RLM_OK);
+  ASSERT_EQ(rlm_session_logits(s, &l, &n), RLM_OK);
+  EXPECT_EQ(n, static_cast<size_t>(vocab_));
+  step(s);
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_OK);  // the sampler's working values
+  ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 1), RLM_OK);
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_OK);  // still the last run position's
+  ASSERT_EQ(rlm_session_reset(s), RLM_OK);
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_ERR_BAD_STATE);
+  ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 3), RLM_OK);
+  step(s);
+  ASSERT_EQ(rlm_session_logits(s, &l, &n), RLM_OK);
+  // A rewind drops them, also to the current position (they may be working values).
+  ASSERT_EQ(rlm_session_rewind(s, rlm_session_position(s)), RLM_OK);
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_ERR_BAD_STATE);
+  ASSERT_EQ(rlm_session_rewind(s, 1), RLM_OK);
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_ERR_BAD_STATE);
+  ASSERT_EQ(rlm_session_feed_tokens(s, prompt + 1, 1), RLM_OK);
+  ASSERT_EQ(rlm_session_eval(s), RLM_OK);
+  EXPECT_EQ(rlm_session_logits(s, &l, &n), RLM_OK);
+}
+
+// Banning every token (logit_bias -inf on all of them) returned token 0 with RLM_OK. Now the
+// step fails with RLM_ERR_NO_CANDIDATES: the input has run (as rlm_session_eval would) and the
+// logits are left raw, so the next step, with sampling that allows a token, samples exactly what
+// it would have sampled without the failed step.
+TEST_F(ErrorPaths, EveryTokenBannedIsNoCandidates) {
+  cfg_.max_logit_bias = static_cast<uint32_t>(vocab_);
+  std::vector<rlm_logit_bias> ban(static_cast<size_t>(vocab_));
+  for (int32_t t = 0; t < vocab_; ++t) ban[static_cast<size_t>(t)] = {t, -INFINITY};
+  const int32_t prompt[4] = {10, 20, 30, 40};
+  for (float temperature : {0.0f, 0.8f}) {
+    rlm_sampling allow;
+    rlm_sampling_default(&allow);
+    allow.temperature = temperature;
+    allow.seed = 99;
+    rlm_sampling banned = allow;
+    banned.logit_bias = ban.data();
+    banned.n_logit_bias = static_cast<uint32_t>(ban.size());
+
+    // Reference: never banned.
+    TestSession ref_ts;
+    ASSERT_EQ(ref_ts.init(&model_, cfg_), RLM_OK);
+    rlm_session* ref = ref_ts.s;
+    ASSERT_EQ(rlm_session_set_sampling(ref, &allow), RLM_OK);
+    ASSERT_EQ(rlm_session_feed_tokens(ref, prompt, 4), RLM_OK);
+    ASSERT_EQ(rlm_session_eval(ref), RLM_OK);
+    const std::vector<float> ref_prompt_logits = logits(ref);
+    std::vector<int32_t> want;
+    for (int i = 0; i < 6; ++i) want.push_back(step(ref).token);
+
+    TestSession ts;
+    ASSERT_EQ(ts.init(&model_, cfg_), RLM_OK);
+    rlm_session* s = ts.s;
+    ASSERT_EQ(rlm_session_set_sampling(s, &banned), RLM_OK);
+    ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 4), RLM_OK);
+    rlm_step_result r;
+    rlm_step_result_default(&r);
+    ASSERT_EQ(rlm_step(s, &r), RLM_ERR_NO_CANDIDATES) << temperature;
+    EXPECT_EQ(r.token, -1);  // the result is untouched
+    EXPECT_NE(std::string(rlm_session_error(s)).find("no token can be sampled"),
+              std::string::npos)
+        << rlm_session_error(s);
+    EXPECT_EQ(rlm_session_position(s), 4u);  // the prompt ran, as rlm_session_eval runs it
+    EXPECT_TRUE(same_bits(logits(s), ref_prompt_logits)) << "the logits are left raw";
+    // Still banned: the same answer, nothing runs again.
+    EXPECT_EQ(rlm_step(s, &r), RLM_ERR_NO_CANDIDATES);
+    EXPECT_EQ(rlm_session_position(s), 4u);
+    std::vector<int32_t> got;
+    ASSERT_EQ(rlm_session_set_sampling(s, &allow), RLM_OK);
+    got.push_back(step(s).token);
+    got.push_back(step(s).token);
+    // A decode step with everything banned: the last sampled token runs, then the same.
+    const uint32_t pos = rlm_session_position(s);
+    ASSERT_EQ(rlm_session_set_sampling(s, &banned), RLM_OK);
+    EXPECT_EQ(rlm_step(s, &r), RLM_ERR_NO_CANDIDATES);
+    EXPECT_EQ(rlm_session_position(s), pos + 1);
+    ASSERT_EQ(rlm_session_set_sampling(s, &allow), RLM_OK);
+    for (int i = 0; i < 4; ++i) got.push_back(step(s).token);
+    EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + 2),
+              std::vector<int32_t>(want.begin(), want.begin() + 2))
+        << temperature;
+    // Greedy: the whole sequence (sampling differs after the reseed of set_sampling).
+    if (temperature == 0.0f) EXPECT_EQ(got, want);
+  }
+}
+
+// --temp 1e-40 overflowed logit / T to +inf and sampled uniformly among the positive logits. A
+// tiny temperature now samples the greedy sequence, whatever the seed.
+TEST_F(ErrorPaths, TinyTemperatureSamplesTheGreedySequence) {
+  std::vector<int32_t> want;
+  {
+    TestSession ts;
+    init(&ts);
+    greedy(ts.s, "Once", 10, &want);
+  }
+  ASSERT_EQ(want.size(), 10u);
+  for (uint64_t seed : {1ull, 2ull, 12345ull}) {
+    for (float temperature : {1e-40f, 1e-30f}) {
+      TestSession ts;
+      init(&ts);
+      rlm_sampling sp;
+      rlm_sampling_default(&sp);
+      sp.temperature = temperature;
+      sp.top_k = 0;
+      sp.top_p = 1.0f;
+      sp.min_p = 0.0f;
+      sp.seed = seed;
+      ASSERT_EQ(rlm_session_set_sampling(ts.s, &sp), RLM_OK);
+      ASSERT_EQ(rlm_session_feed_text(ts.s, "Once", 4), RLM_OK);
+      std::vector<int32_t> got;
+      for (int i = 0; i < 10; ++i) got.push_back(step(ts.s).token);
+      EXPECT_EQ(got, want) << "seed " << seed << " T " << temperature;
+    }
+  }
+}
+
+// A second rlm_session_init over the memory of a live multi-threaded session orphaned its worker
+// (ASan: SEGV in the worker once the memory changed). It is refused now: RLM_ERR_BAD_STATE, the
+// live session untouched and its rlm_session_error saying what to do; after release the memory
+// initialises again.
+TEST_F(ErrorPaths, InitOverALiveSessionIsRefused) {
+  for (uint32_t threads : {1u, 2u}) {
+    rlm_session_config c = cfg_;
+    c.n_threads = threads;
+    TestSession ts;
+    ASSERT_EQ(ts.init(&model_, c), RLM_OK);
+    std::vector<int32_t> want;
+    greedy(ts.s, "Once", 6, &want);
+    rlm_session* second = reinterpret_cast<rlm_session*>(0x10);
+    EXPECT_EQ(rlm_session_init(&model_, &c, ts.mem.data(), ts.bytes, &second), RLM_ERR_BAD_STATE)
+        << threads;
+    EXPECT_EQ(second, nullptr);
+    EXPECT_NE(std::string(rlm_session_error(ts.s)).find("rlm_session_release"), std::string::npos)
+        << rlm_session_error(ts.s);
+    // Another config (one thread) over it is refused too.
+    rlm_session_config one = cfg_;
+    EXPECT_EQ(rlm_session_init(&model_, &one, ts.mem.data(), ts.bytes, &second),
+              RLM_ERR_BAD_STATE);
+    // The live session is intact: it continues like a fresh one.
+    ASSERT_EQ(rlm_session_reset(ts.s), RLM_OK);
+    std::vector<int32_t> got;
+    greedy(ts.s, "Once", 6, &got);
+    EXPECT_EQ(got, want);
+    // A byte copy of a live session elsewhere is not a live session (its self-pointer differs):
+    // that memory initialises.
+    AlignedBuffer copy(ts.bytes);
+    memcpy(copy.data(), ts.mem.data(), ts.bytes);
+    rlm_session* other = nullptr;
+    ASSERT_EQ(rlm_session_init(&model_, &c, copy.data(), ts.bytes, &other), RLM_OK);
+    got.clear();
+    greedy(other, "Once", 6, &got);
+    EXPECT_EQ(got, want);
+    ASSERT_EQ(rlm_session_release(other), RLM_OK);
+    // Released: the memory initialises again.
+    ASSERT_EQ(rlm_session_release(ts.s), RLM_OK);
+    ASSERT_EQ(rlm_session_init(&model_, &c, ts.mem.data(), ts.bytes, &second), RLM_OK);
+    got.clear();
+    greedy(second, "Once", 6, &got);
+    EXPECT_EQ(got, want);
+    ts.s = second;  // released by ~TestSession
+  }
+}
+
+// Messages carried the runtime's source location ("session.cc:115: n_ctx 1 ..."). They are
+// for the user now; builds with RINGLM_ERROR_LOCATIONS (by default those without NDEBUG, i.e.
+// Debug) keep the location as a prefix.
+TEST_F(ErrorPaths, MessagesCarryNoSourceLocationUnlessConfigured) {
+#ifndef RINGLM_TEST_HAVE_SESSION_IMPL
+  GTEST_SKIP() << "runtime/status.h not reachable from this build (RINGLM_FUZZ off)";
+#else
+  std::vector<std::string> messages;
+  char why[256];
+  rlm_session_config bad = cfg_;
+  bad.n_ctx = 1;
+  ASSERT_EQ(rlm_session_config_check(&model_, &bad, why, sizeof why), RLM_ERR_INVALID_ARGUMENT);
+  messages.push_back(why);
+  TestSession ts;
+  init(&ts);
+  rlm_step_result r;
+  rlm_step_result_default(&r);
+  ASSERT_EQ(rlm_step(ts.s, &r), RLM_ERR_BAD_STATE);
+  messages.push_back(rlm_session_error(ts.s));
+  AlignedBuffer junk(4096);
+  memset(junk.data(), 0x5A, junk.size());
+  rlm_model m;
+  ASSERT_NE(rlm_model_open(junk.data(), junk.size(), &m), RLM_OK);
+  messages.push_back(rlm_model_error(&m));
+  for (const std::string& msg : messages) {
+    ASSERT_FALSE(msg.empty());
+    const size_t cc = msg.find(".cc:");
+    if (RINGLM_ERROR_LOCATIONS) {
+      EXPECT_NE(cc, std::string::npos) << msg;
+      EXPECT_LT(cc, msg.find(' ')) << "the location is the prefix: " << msg;
+    } else {
+      EXPECT_EQ(cc, std::string::npos) << msg;
+      EXPECT_EQ(msg.find(".h:"), std::string::npos) << msg;
+    }
+  }
+#endif
 }
 
 // ---- Findings of the fuzzers ---------------------------------------------------------------------

@@ -536,9 +536,28 @@ TEST(ModelVerify, WrongIdentifier) {
   expect_header_mutation([](Header& h) { h.identifier = "RLM2"; }, RLM_ERR_MODEL_IDENTIFIER);
   expect_header_mutation([](Header& h) { h.identifier = "GGUF"; }, RLM_ERR_MODEL_IDENTIFIER);
   // A GGUF or any other file: not ours.
+  // The kind of file is checked before the size prefix (issue #12): "GGUF" used to be read as a
+  // huge size prefix and reported as RLM_ERR_MODEL_TRUNCATED ("header says 1179993927 bytes").
   std::vector<uint8_t> gguf(4096, 0);
   memcpy(gguf.data(), "GGUF\x03\0\0\0", 8);
-  EXPECT_STATUS(gguf, RLM_ERR_MODEL_TRUNCATED);  // "GGUF" read as a huge size prefix
+  OpenResult r = open_exact(gguf);
+  EXPECT_EQ(r.status, RLM_ERR_MODEL_IDENTIFIER) << r.error;
+  EXPECT_NE(r.error.find("GGUF"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("ringlm convert"), std::string::npos) << r.error;
+  for (size_t n : {4, 7, 8, 11, 12}) {  // even a GGUF too short for a header says what it is
+    EXPECT_EQ(open_exact(gguf.data(), n).status, RLM_ERR_MODEL_IDENTIFIER) << n;
+  }
+  // Any other file (a llama2.c checkpoint starts with its int32 dim): identifier missing, not
+  // "truncated", whatever its first word says about the size.
+  std::vector<uint8_t> other(4096, 0);
+  const int32_t llama2c_header[7] = {288, 768, 6, 6, 6, 32000, 256};
+  memcpy(other.data(), llama2c_header, sizeof llama2c_header);
+  r = open_exact(other);
+  EXPECT_EQ(r.status, RLM_ERR_MODEL_IDENTIFIER) << r.error;
+  EXPECT_NE(r.error.find("RLM1"), std::string::npos) << r.error;
+  const uint32_t huge = 0xfffffff0u;
+  memcpy(other.data(), &huge, 4);
+  EXPECT_STATUS(other, RLM_ERR_MODEL_IDENTIFIER);
   std::vector<uint8_t> small(64, 0);
   small[0] = 4;  // fb_size 4: too small to hold an identifier
   EXPECT_STATUS(small, RLM_ERR_MODEL_IDENTIFIER);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -25,12 +26,12 @@ using ringlm::SamplerScratch;
 struct Scratch {
   ringlm_test::AlignedBuffer mem;
   SamplerScratch s{};
-  Scratch(uint32_t vocab, uint32_t window) {
+  Scratch(uint32_t vocab, uint32_t window, uint32_t max_bias = 8) {
     Arena measure(nullptr, 0);
-    ringlm::sampler_layout(measure, vocab, window, &s);
+    ringlm::sampler_layout(measure, vocab, window, max_bias, &s);
     mem.resize(measure.used());
     Arena a(mem.data(), mem.size());
-    ringlm::sampler_layout(a, vocab, window, &s);
+    ringlm::sampler_layout(a, vocab, window, max_bias, &s);
     EXPECT_TRUE(a.ok());
   }
 };
@@ -134,7 +135,7 @@ TEST(Sampler, GreedyPicksArgmaxLowestIdOnTies) {
   EXPECT_EQ(ringlm::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), 1);
   EXPECT_EQ(rng.state, before) << "greedy must not consume randomness";
   l = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  EXPECT_EQ(ringlm::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), 0);
+  EXPECT_EQ(ringlm::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), -1);  // nothing to sample
   l = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   EXPECT_EQ(ringlm::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), 0);
   // Candidates at temperature 0: the greedy token alone.
@@ -301,14 +302,206 @@ TEST(Sampler, LogitBias) {
     std::vector<float> l2 = kFive;
     EXPECT_EQ(ringlm::sample(l2.data(), 5, p, nullptr, 0, &rng, &sc.s), 3);
   }
-  // Everything banned: the lowest id, alone (what greedy would pick).
+  // Everything banned: no candidates (see NothingToSample).
   const rlm_logit_bias all[5] = {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY},
                                  {3, -INFINITY}, {4, -INFINITY}};
   p.logit_bias = all;
   p.n_logit_bias = 5;
   c = candidates(kFive, p);
+  EXPECT_TRUE(c.idx.empty());
+}
+
+// ---- Nothing to sample (issue #12) ---------------------------------------------------------------
+
+// Every logit −inf or NaN after bias and penalties: sample() returns -1 without advancing the
+// RNG, for greedy and sampling and whatever the truncation stages, and the logits are left
+// exactly as they came in (bias and penalties undone, temperature never applied). It used to
+// return token 0 as if it had been sampled.
+TEST(Sampler, NothingToSampleIsReportedAndTheLogitsAreRestored) {
+  const float nan = NAN;
+  struct Case {
+    const char* what;
+    std::vector<float> logits;
+    std::vector<rlm_logit_bias> bias;
+    float frequency_penalty;
+    std::vector<int32_t> recent;
+  };
+  const std::vector<Case> cases = {
+      {"all banned by bias", kFive,
+       {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY}, {3, -INFINITY}, {4, -INFINITY}}, 0.0f,
+       {}},
+      {"token biased twice, then banned", kFive,
+       {{2, 1.5f}, {0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY}, {3, -INFINITY},
+        {4, -INFINITY}, {2, 0.25f}},
+       0.0f, {}},
+      {"all NaN (model output)", std::vector<float>(5, nan), {}, 0.0f, {}},
+      {"NaN and -inf", {nan, -INFINITY, nan, -INFINITY, nan}, {}, 0.0f, {}},
+      {"bias bans some, NaN the rest", {nan, 1.0f, nan, 2.0f, nan},
+       {{1, -INFINITY}, {3, -INFINITY}}, 0.0f, {}},
+      {"penalties reach -inf", kFive, {}, 3e38f, {0, 1, 2, 3, 4, 0, 1, 2, 3, 4}},
+      {"bias and penalties", kFive, {{0, -INFINITY}, {1, -INFINITY}}, 3e38f,
+       {2, 3, 4, 2, 3, 4}},
+  };
+  const float temps[] = {0.0f, 1e-40f, 0.8f, 1.0f, 3.0f};
+  for (const Case& k : cases) {
+    for (float t : temps) {
+      for (int32_t top_k : {0, 1, 3}) {
+        for (float top_p : {1.0f, 0.5f}) {
+          for (float min_p : {0.0f, 0.1f}) {
+            SamplerParams p = neutral();
+            p.temperature = t;
+            p.top_k = top_k;
+            p.top_p = top_p;
+            p.min_p = min_p;
+            p.logit_bias = k.bias.data();
+            p.n_logit_bias = static_cast<uint32_t>(k.bias.size());
+            p.frequency_penalty = k.frequency_penalty;
+            p.penalty_last_n = 16;
+            Scratch sc(5, 16, 8);
+            Rng rng;
+            rng.seed(7);
+            std::vector<float> l = k.logits;
+            const int32_t got = ringlm::sample(l.data(), 5, p, k.recent.data(), k.recent.size(),
+                                               &rng, &sc.s);
+            const std::string where = std::string(k.what) + " T=" + std::to_string(t) +
+                                      " k=" + std::to_string(top_k) +
+                                      " p=" + std::to_string(top_p) +
+                                      " min_p=" + std::to_string(min_p);
+            EXPECT_EQ(got, -1) << where;
+            EXPECT_EQ(rng.state, 7u) << where;  // not advanced
+            EXPECT_EQ(memcmp(l.data(), k.logits.data(), 5 * sizeof(float)), 0) << where;
+            l = k.logits;
+            EXPECT_EQ(ringlm::sampler_candidates(l.data(), 5, p, k.recent.data(),
+                                                 k.recent.size(), &sc.s),
+                      0u)
+                << where;
+            EXPECT_EQ(memcmp(l.data(), k.logits.data(), 5 * sizeof(float)), 0) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+// One finite logit among −inf / NaN is always the token, whatever the truncation stages; no
+// stage after the maximum can leave nothing (top-k >= 1, top-p keeps one, min-p <= 1).
+TEST(Sampler, TruncationNeverLeavesNothing) {
+  const float nan = NAN;
+  for (int32_t only = 0; only < 5; ++only) {
+    std::vector<float> base = {nan, -INFINITY, nan, -INFINITY, -INFINITY};
+    base[only] = -1e30f;
+    for (float t : {0.0f, 1e-40f, 0.5f, 2.0f}) {
+      for (int32_t top_k : {0, 1, 2, 5}) {
+        for (float top_p : {1.0f, 1e-6f}) {
+          for (float min_p : {0.0f, 1.0f}) {
+            SamplerParams p = neutral();
+            p.temperature = t;
+            p.top_k = top_k;
+            p.top_p = top_p;
+            p.min_p = min_p;
+            Scratch sc(5, 4);
+            Rng rng;
+            rng.seed(3);
+            std::vector<float> l = base;
+            EXPECT_EQ(ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), only)
+                << only << " T=" << t << " k=" << top_k << " p=" << top_p << " min_p=" << min_p;
+          }
+        }
+      }
+    }
+  }
+  // min_p 1 and top_p tiny on a flat distribution: every tied maximum survives min-p, top-p
+  // keeps the first in candidate order (lowest id).
+  SamplerParams p = neutral();
+  p.min_p = 1.0f;
+  p.top_p = 1e-6f;
+  const Cands c = candidates({2.0f, 2.0f, 2.0f, 1.0f}, p);
   EXPECT_EQ(c.idx, (std::vector<int32_t>{0}));
-  EXPECT_EQ(c.probs, (std::vector<float>{1.0f}));
+}
+
+// ---- Temperature overflow (issue #12) ------------------------------------------------------------
+
+// logit / T overflowed to +inf for a tiny T (e.g. --temp 1e-40), so every token with a positive
+// logit looked "forced" and was drawn uniformly. Now the logits are shifted by their maximum
+// when the division could overflow: the distribution tends to greedy as T -> 0.
+TEST(Sampler, TinyTemperatureTendsToGreedy) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> base(512);
+  for (float& x : base) x = nd(gen);
+  const int32_t best =
+      static_cast<int32_t>(std::max_element(base.begin(), base.end()) - base.begin());
+  for (float t : {1e-40f, 1e-38f, 1e-30f, 1e-12f}) {
+    for (int32_t top_k : {0, 40}) {
+      for (float top_p : {1.0f, 0.95f}) {
+        for (float min_p : {0.0f, 0.05f}) {
+          SamplerParams p = neutral();
+          p.temperature = t;
+          p.top_k = top_k;
+          p.top_p = top_p;
+          p.min_p = min_p;
+          Scratch sc(512, 4);
+          Rng rng;
+          rng.seed(11);
+          for (int i = 0; i < 200; ++i) {
+            std::vector<float> l = base;
+            ASSERT_EQ(ringlm::sample(l.data(), 512, p, nullptr, 0, &rng, &sc.s), best)
+                << "T=" << t << " k=" << top_k << " p=" << top_p << " min_p=" << min_p;
+          }
+          std::vector<float> l = base;
+          EXPECT_EQ(ringlm::sampler_candidates(l.data(), 512, p, nullptr, 0, &sc.s), 1u);
+          EXPECT_EQ(sc.s.probs[0], 1.0f);
+        }
+      }
+    }
+  }
+}
+
+// Huge (biased) logits at an ordinary temperature overflowed the same way: two tokens biased to
+// 3e38 and 2e38 both became +inf at T = 0.5 and were drawn half and half; the larger wins now.
+TEST(Sampler, HugeLogitsDoNotOverflowIntoForcedTokens) {
+  const rlm_logit_bias big[2] = {{1, 3e38f}, {3, 2e38f}};
+  SamplerParams p = neutral();
+  p.temperature = 0.5f;
+  p.logit_bias = big;
+  p.n_logit_bias = 2;
+  Scratch sc(5, 4);
+  Rng rng;
+  rng.seed(21);
+  for (int i = 0; i < 200; ++i) {
+    std::vector<float> l = kFive;
+    ASSERT_EQ(ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), 1) << i;
+  }
+  // Exact ties at the maximum share the probability in the limit (not greedy's lowest id).
+  const Cands c = candidates({1.0f, 3.0f, 3.0f, 2.9999998f}, [] {
+    SamplerParams q = neutral();
+    q.temperature = 1e-40f;
+    return q;
+  }());
+  EXPECT_EQ(c.idx, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(c.probs, (std::vector<float>{0.5f, 0.5f}));
+  // A +inf (forced) token stays the only candidate; finite logits / T that overflow do not
+  // join it.
+  const rlm_logit_bias force[1] = {{4, INFINITY}};
+  p.logit_bias = force;
+  p.n_logit_bias = 1;
+  p.temperature = 1e-40f;
+  for (int i = 0; i < 100; ++i) {
+    std::vector<float> l = kFive;
+    ASSERT_EQ(ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), 4) << i;
+  }
+}
+
+// Ordinary temperatures keep the plain division: logits[i] / T, bit for bit.
+TEST(Sampler, OrdinaryTemperatureDividesExactly) {
+  for (float t : {0.3f, 0.8f, 1.0f, 1.7f}) {
+    SamplerParams p = neutral();
+    p.temperature = t;
+    Scratch sc(5, 4);
+    std::vector<float> l = kFive;
+    ringlm::sampler_candidates(l.data(), 5, p, nullptr, 0, &sc.s);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(l[i], kFive[i] / t) << t << " " << i;
+  }
 }
 
 // ---- RNG and determinism ---------------------------------------------------------------------
@@ -625,25 +818,28 @@ TEST(Sampler, LayoutMeasureEqualsReal) {
   const uint32_t windows[] = {0, 1, 64, 256};
   for (uint32_t v : vocabs) {
     for (uint32_t w : windows) {
+      const uint32_t nb = v < 16 ? v : 16;
       Arena measure(nullptr, 0);
       SamplerScratch m{};
-      ringlm::sampler_layout(measure, v, w, &m);
+      ringlm::sampler_layout(measure, v, w, nb, &m);
       EXPECT_TRUE(measure.ok());
       EXPECT_EQ(m.idx, nullptr);
       ringlm_test::AlignedBuffer mem(measure.used());
       Arena real(mem.data(), mem.size());
       SamplerScratch s{};
-      ringlm::sampler_layout(real, v, w, &s);
+      ringlm::sampler_layout(real, v, w, nb, &s);
       EXPECT_TRUE(real.ok());
       EXPECT_EQ(real.used(), measure.used()) << v << " " << w;
       EXPECT_NE(s.idx, nullptr);
       EXPECT_NE(s.probs, nullptr);
       EXPECT_EQ(s.vocab, v);
       EXPECT_EQ(s.window_cap, w);
-      EXPECT_GE(measure.used(), 2 * sizeof(float) * v + sizeof(int32_t) * w);
+      EXPECT_EQ(s.saved_cap, w + nb);
+      EXPECT_GE(measure.used(), 2 * sizeof(float) * v + sizeof(int32_t) * w +
+                                    sizeof(rlm_logit_bias) * (w + nb));
       // One byte short is detected.
       Arena small(mem.data(), mem.size() - 1);
-      ringlm::sampler_layout(small, v, w, &s);
+      ringlm::sampler_layout(small, v, w, nb, &s);
       EXPECT_FALSE(small.ok());
     }
   }

@@ -4,6 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <random>
+#include <vector>
 
 const char kSessionFlagsHelp[] =
     "      --temp T            temperature; 0 = greedy (default 0.8)\n"
@@ -13,11 +17,13 @@ const char kSessionFlagsHelp[] =
     "      --repeat-penalty R  repetition penalty, 1 = off (default 1)\n"
     "      --repeat-last-n N   tokens the penalties look back over (default 64)\n"
     "      --logit-bias ID=B   add B to token ID's logit (repeatable; -inf bans)\n"
-    "      --seed S            sampler seed (default 24301)\n"
-    "      --ctx N             KV ring slots (default: the model's context)\n"
-    "      --sinks N           attention-sink positions kept when the ring wraps (default 4)\n"
+    "  -s, --seed S            sampler seed, 0..2^64-1 (default 24301); -1 = a random seed,\n"
+    "                          printed on stderr\n"
+    "  -c, --ctx, --ctx-size N KV ring slots (default: the model's context)\n"
+    "      --sinks N           attention-sink positions kept when the ring wraps (default 4;\n"
+    "                          must be below --ctx)\n"
     "      --kv f32|f16        KV cache precision (default f32)\n"
-    "      --threads N         threads (default 1)\n"
+    "  -t, --threads N         threads, 1..64 (default 1)\n"
     "      --backend NAME      native (default): every matmul on this CPU's kernels; xnnpack:\n"
     "                          f32 weight matrices on XNNPACK (builds that have it; the session\n"
     "                          then holds XNNPACK's packed copy of them)\n";
@@ -31,11 +37,127 @@ bool parse_u32(const char* s, uint32_t* out) {
   return true;
 }
 
+bool read_text_input(const std::string& path, size_t max_bytes, std::string* out,
+                     std::string* err) {
+  const bool is_stdin = path == "-";
+  const std::string name = is_stdin ? std::string("standard input") : "'" + path + "'";
+  // stat before open: opening a FIFO would block, a device (/dev/zero) never ends.
+  struct stat st;
+  if (!is_stdin && stat(path.c_str(), &st) != 0) {
+    *err = "cannot open '" + path + "': " + strerror(errno);
+    return false;
+  }
+  if (!is_stdin && !S_ISREG(st.st_mode)) {
+    *err = "'" + path + "' is not a regular file";
+    return false;
+  }
+  FILE* f = is_stdin ? stdin : fopen(path.c_str(), "rb");
+  if (!f) {
+    *err = "cannot open '" + path + "': " + strerror(errno);
+    return false;
+  }
+  out->clear();
+  std::vector<char> buf(1 << 16);
+  bool too_big = false;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) {
+    if (out->size() + n > max_bytes) {
+      too_big = true;
+      break;
+    }
+    out->append(buf.data(), n);
+  }
+  const bool read_error = !too_big && ferror(f);
+  if (!is_stdin) fclose(f);
+  if (too_big) {
+    *err = name + " is larger than " + std::to_string(max_bytes) + " bytes";
+    return false;
+  }
+  if (read_error) {
+    *err = "cannot read " + name;
+    return false;
+  }
+  return true;
+}
+
+bool tokenize_text(const rlm_model* model, const std::string& text, uint32_t flags,
+                   std::vector<int32_t>* out, std::string* err) {
+  const size_t scratch_bytes = rlm_tokenize_scratch_bytes(model, text.size());
+  if (scratch_bytes == 0 || scratch_bytes == SIZE_MAX) {
+    *err = "text of " + std::to_string(text.size()) + " bytes is too long to tokenize";
+    return false;
+  }
+  std::vector<uint64_t> scratch((scratch_bytes + 7) / 8);  // 8-aligned
+  out->resize(text.size() + 8);
+  size_t n = 0;
+  rlm_status st = RLM_ERR_CAPACITY;
+  for (int attempt = 0; attempt < 2 && st == RLM_ERR_CAPACITY; ++attempt) {
+    if (attempt == 1) out->resize(n);  // the count the first call reported
+    st = rlm_tokenize_ex(model, text.data(), text.size(), flags, out->data(), out->size(), &n,
+                         scratch.data(), scratch.size() * 8);
+  }
+  if (st != RLM_OK) {
+    *err = std::string("tokenize: ") + rlm_status_string(st);
+    return false;
+  }
+  out->resize(n);
+  return true;
+}
+
 bool parse_f32(const char* s, float* out) {
   char* end = nullptr;
   float v = strtof(s, &end);
   if (!*s || *end) return false;
   *out = v;
+  return true;
+}
+
+bool parse_seed(const char* s, uint64_t* out, bool* random) {
+  *random = false;
+  if (!strcmp(s, "-1")) {
+    // A fresh seed per run, as llama.cpp's -1 (LLAMA_DEFAULT_SEED) does.
+    std::random_device rd;
+    *out = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    *random = true;
+    return true;
+  }
+  if (*s < '0' || *s > '9') return false;  // strtoull would take "-5" as 2^64 - 5
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = strtoull(s, &end, 10);
+  if (*end || errno == ERANGE) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_n_predict(const char* s, uint32_t* out) {
+  if (!strcmp(s, "-1")) {
+    *out = 0;
+    return true;
+  }
+  return parse_u32(s, out);
+}
+
+bool check_session_flags(const char* verb, const rlm_model* model,
+                         const rlm_session_config& cfg) {
+  rlm_model_info info;
+  rlm_model_info_default(&info);
+  if (rlm_model_get_info(model, &info) != RLM_OK) return true;
+  const uint32_t ctx = cfg.n_ctx ? cfg.n_ctx : info.max_context;
+  const char* ctx_from = cfg.n_ctx ? "--ctx" : "the model's context";
+  if (ctx < 2) {
+    fprintf(stderr, "ringlm %s: --ctx %u: the KV ring needs at least 2 slots\n", verb, ctx);
+    return false;
+  }
+  if (cfg.n_sink >= ctx) {
+    fprintf(stderr, "ringlm %s: --sinks %u must be less than %s (%u); lower --sinks or raise --ctx\n",
+            verb, cfg.n_sink, ctx_from, ctx);
+    return false;
+  }
+  if (cfg.n_threads < 1 || cfg.n_threads > 64) {
+    fprintf(stderr, "ringlm %s: --threads %u out of [1, 64]\n", verb, cfg.n_threads);
+    return false;
+  }
   return true;
 }
 
@@ -47,9 +169,19 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
                                            "--seed",  "--ctx",         "--sinks",
                                            "--kv",    "--threads",     "--logit-bias",
                                            "--backend"};
+  // llama.cpp's spellings, accepted as aliases of ours.
+  static const char* const kAliases[][2] = {
+      {"-s", "--seed"}, {"-c", "--ctx"}, {"--ctx-size", "--ctx"}, {"-t", "--threads"}};
   *handled = false;
   bool known = false;
   for (const char* k : kWithValue) known |= a == k;
+  std::string canon = a;
+  for (const auto& al : kAliases) {
+    if (a == al[0]) {
+      canon = al[1];
+      known = true;
+    }
+  }
   if (!known) return true;
   *handled = true;
   if (*i + 1 >= argc) {
@@ -61,40 +193,41 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
   rlm_session_config& cfg = f->config;
   bool ok = true;
   uint32_t u = 0;
-  if (a == "--temp") {
+  if (canon == "--temp") {
     ok = parse_f32(v, &sp.temperature);
-  } else if (a == "--top-k") {
+  } else if (canon == "--top-k") {
     ok = parse_u32(v, &u) && u <= 0x7fffffffu;
     sp.top_k = static_cast<int32_t>(u);
-  } else if (a == "--top-p") {
+  } else if (canon == "--top-p") {
     ok = parse_f32(v, &sp.top_p);
-  } else if (a == "--min-p") {
+  } else if (canon == "--min-p") {
     ok = parse_f32(v, &sp.min_p);
-  } else if (a == "--repeat-penalty") {
+  } else if (canon == "--repeat-penalty") {
     ok = parse_f32(v, &sp.repeat_penalty);
-  } else if (a == "--repeat-last-n") {
+  } else if (canon == "--repeat-last-n") {
     ok = parse_u32(v, &u) && u <= 65536;
     sp.penalty_last_n = static_cast<int32_t>(u);
     if (ok && u > cfg.penalty_window) cfg.penalty_window = u;
-  } else if (a == "--seed") {
-    char* end = nullptr;
-    sp.seed = strtoull(v, &end, 10);
-    ok = *v && !*end;
-  } else if (a == "--ctx") {
+  } else if (canon == "--seed") {
+    bool random = false;
+    ok = parse_seed(v, &sp.seed, &random);
+    if (ok && random) fprintf(stderr, "ringlm %s: random seed %llu\n", verb,
+                              static_cast<unsigned long long>(sp.seed));
+  } else if (canon == "--ctx") {
     ok = parse_u32(v, &cfg.n_ctx);
-  } else if (a == "--sinks") {
+  } else if (canon == "--sinks") {
     ok = parse_u32(v, &cfg.n_sink);
-  } else if (a == "--kv") {
+  } else if (canon == "--kv") {
     if (!strcmp(v, "f32")) cfg.kv_dtype = RLM_KV_F32;
     else if (!strcmp(v, "f16")) cfg.kv_dtype = RLM_KV_F16;
     else ok = false;
-  } else if (a == "--threads") {
+  } else if (canon == "--threads") {
     ok = parse_u32(v, &cfg.n_threads);
-  } else if (a == "--backend") {
+  } else if (canon == "--backend") {
     // argv outlives the config.
     ok = !strcmp(v, "native") || !strcmp(v, "xnnpack");
     cfg.backend = v;
-  } else if (a == "--logit-bias") {
+  } else if (canon == "--logit-bias") {
     const char* eq = strchr(v, '=');
     char* end = nullptr;
     rlm_logit_bias b{0, 0.0f};

@@ -28,6 +28,35 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
 // Applies f.logit_bias to f.sampling (pointer into f) — call after parsing, before use.
 void finish_session_flags(SessionFlags* f);
 
+// Flag values that name a CLI flag in their messages, checked before the runtime sees the
+// config (its own messages name rlm_session_config fields): --ctx >= 2, --sinks < --ctx (or the
+// model's context), --threads in [1, 64]. Prints "ringlm VERB: ..." and returns false on a problem.
+bool check_session_flags(const char* verb, const rlm_model* model,
+                         const rlm_session_config& cfg);
+
+// --seed: a decimal in [0, 2^64), or -1 for a random seed (*random = true). Anything else
+// (other negatives, overflow, trailing text) is false.
+bool parse_seed(const char* s, uint64_t* out, bool* random);
+
+// -n: a u32, or -1 meaning unlimited (0, the session's "no limit").
+bool parse_n_predict(const char* s, uint32_t* out);
+
+// Largest text file `generate -f` and `tokenize --file` read: 64 MiB (rlm_session_config's
+// max_text_bytes limit).
+constexpr size_t kMaxTextFileBytes = size_t{64} << 20;
+
+// Reads the bytes of `path` ("-": standard input, which may be a pipe) into *out, at most
+// max_bytes. Other paths must be regular files (a device such as /dev/zero, a directory or a
+// FIFO is refused). false with *err set ("cannot open ...", "... is not a regular file",
+// "... is larger than N bytes").
+bool read_text_input(const std::string& path, size_t max_bytes, std::string* out,
+                     std::string* err);
+
+// rlm_tokenize_ex into *out (replaced), the buffer grown to the count the runtime reports;
+// scratch on the heap. false with *err set on failure.
+bool tokenize_text(const rlm_model* model, const std::string& text, uint32_t flags,
+                   std::vector<int32_t>* out, std::string* err);
+
 bool parse_u32(const char* s, uint32_t* out);
 bool parse_f32(const char* s, float* out);
 

@@ -25,11 +25,18 @@ const char kUsage[] =
     "<|end|>), the model's end tokens, or -n tokens.\n"
     "Commands: /undo drops the last exchange (rewinds the KV cache), /reset starts over,\n"
     "/quit ends (so does end of input).\n"
+    "User lines and --system are plain text: text that spells a special token (\"<|im_end|>\")\n"
+    "is encoded as text, never as that token; only the template's own markers are specials.\n"
+    "A message that does not fit (--max-prompt) or whose turn fails is reported on stderr and\n"
+    "skipped: the conversation rewinds to before it and goes on with the next line. The exit\n"
+    "status is then 1 (after all input), else 0.\n"
     "\n"
     "  -m, --model FILE        model file\n"
     "      --system TEXT       system prompt\n"
     "      --template NAME     chatml | llama3 | gemma | phi3 (default: from the model's template)\n"
-    "  -n, --n-predict N       max tokens per reply (default 512)\n"
+    "  -n, --n-predict N       max tokens per reply (default 512; 0 or -1 = until end of turn)\n"
+    "      --max-prompt N      max tokens one message adds, template markers included (default:\n"
+    "                          the context, --ctx)\n"
     "      --stats             per-turn token counts and speed on stderr\n"
     "  -h, --help              this help\n";
 
@@ -38,11 +45,13 @@ struct Chat {
   rlm_session* s;
   ChatFormat format;
   std::string system;
-  uint32_t max_reply;
+  uint32_t max_prompt;        // tokens one turn may add
+  uint32_t n_ctx;             // KV ring slots, for the "outgrew the context" warning
   bool stats;
   int32_t eot;                // the format's end-of-turn token, -1 if the vocabulary lacks it
   bool after_reply = false;   // the last reply ended with the end-of-turn token
-  // Turn starts, for /undo: position and after_reply before the turn.
+  bool warned_wrap = false;
+  // Turn starts, for /undo and for rewinding a failed turn: position and after_reply before it.
   struct Mark {
     uint32_t position;
     bool after_reply;
@@ -50,10 +59,12 @@ struct Chat {
   std::vector<Mark> marks;
 };
 
-// Tokenizes the rendered segments: specials by exact piece, text with the model's tokenizer.
+// Tokenizes the rendered segments: template markers by exact piece, text (user lines, the system
+// prompt) with the model's tokenizer without special-token parsing, so text that spells a marker
+// stays text.
 bool segments_to_ids(const rlm_model* m, const std::vector<ChatSegment>& segs,
                      std::vector<int32_t>* ids, std::string* err) {
-  std::vector<unsigned char> scratch;
+  std::vector<int32_t> out;
   for (const ChatSegment& seg : segs) {
     if (seg.special) {
       int32_t id;
@@ -65,22 +76,32 @@ bool segments_to_ids(const rlm_model* m, const std::vector<ChatSegment>& segs,
       continue;
     }
     if (seg.text.empty()) continue;
-    scratch.resize(rlm_tokenize_scratch_bytes(m, seg.text.size()) + 8);
-    void* aligned = scratch.data() + ((8 - reinterpret_cast<uintptr_t>(scratch.data()) % 8) % 8);
-    std::vector<int32_t> out(seg.text.size() + 8);
-    size_t n = 0;
-    rlm_status st = rlm_tokenize(m, seg.text.data(), seg.text.size(), 0, out.data(), out.size(),
-                                 &n, aligned, scratch.size() - 8);
-    if (st != RLM_OK) {
-      *err = std::string("tokenize: ") + rlm_status_string(st);
-      return false;
-    }
-    ids->insert(ids->end(), out.begin(), out.begin() + static_cast<long>(n));
+    if (!tokenize_text(m, seg.text, 0, &out, err)) return false;
+    ids->insert(ids->end(), out.begin(), out.end());
   }
   return true;
 }
 
-int run_turn(Chat* c, const std::string& user) {
+// Drops everything after `m` (a turn start): the KV positions, pending input, and the sampled
+// end-of-turn token that closed the reply before it, which is queued again when the reply had
+// ended with it (it had been sampled but not yet run when the mark was taken). After the ring
+// has wrapped a rewind is impossible: the conversation starts over instead.
+void rewind_to(Chat* c, const Chat::Mark& m) {
+  if (rlm_session_rewind(c->s, m.position) != RLM_OK) {
+    fprintf(stderr, "ringlm chat: cannot rewind (%s); the conversation starts over\n",
+            rlm_session_error(c->s));
+    rlm_session_reset(c->s);
+    c->marks.clear();
+    c->after_reply = false;
+    return;
+  }
+  c->after_reply = m.after_reply;
+  if (m.after_reply && c->eot >= 0) rlm_session_feed_tokens(c->s, &c->eot, 1);
+}
+
+// One exchange. false when the message was skipped (reported on stderr; the session is as it
+// was before the message).
+bool run_turn(Chat* c, const std::string& user) {
   const bool first = rlm_session_position(c->s) == 0 && c->marks.empty();
   std::vector<int32_t> ids;
   rlm_model_info info;
@@ -97,24 +118,37 @@ int run_turn(Chat* c, const std::string& user) {
   std::string err;
   if (!segments_to_ids(c->model, chat_render_turn(c->format, c->system, user, first,
                                                   after_reply), &ids, &err)) {
-    fprintf(stderr, "ringlm chat: %s\n", err.c_str());
-    return 1;
+    fprintf(stderr, "ringlm chat: %s; message skipped\n", err.c_str());
+    return false;
   }
-  c->marks.push_back(Chat::Mark{rlm_session_position(c->s), c->after_reply});
+  if (ids.size() > c->max_prompt) {
+    fprintf(stderr,
+            "ringlm chat: message of %zu tokens (template included) is longer than --max-prompt "
+            "%u; skipped\n",
+            ids.size(), c->max_prompt);
+    return false;
+  }
+  const Chat::Mark mark{rlm_session_position(c->s), c->after_reply};
   rlm_status st = rlm_session_feed_tokens(c->s, ids.data(), ids.size());
-  if (st != RLM_OK) {
-    fprintf(stderr, "ringlm chat: %s: %s\n", rlm_status_string(st), rlm_session_error(c->s));
-    c->marks.pop_back();
-    return 1;
+  if (st != RLM_OK) {  // nothing was queued: the session is unchanged
+    fprintf(stderr, "ringlm chat: %s: %s; message skipped\n", rlm_status_string(st),
+            rlm_session_error(c->s));
+    return false;
   }
+  c->marks.push_back(mark);
   rlm_step_result r;
   rlm_step_result_default(&r);
   uint32_t evaluated = 0, generated = 0;
   do {
     st = rlm_step(c->s, &r);
     if (st != RLM_OK) {
-      fprintf(stderr, "ringlm chat: %s: %s\n", rlm_status_string(st), rlm_session_error(c->s));
-      return 1;
+      fprintf(stderr, "\nringlm chat: %s: %s; turn dropped\n", rlm_status_string(st),
+              rlm_session_error(c->s));
+      c->marks.pop_back();
+      rewind_to(c, mark);
+      fputc('\n', stdout);
+      fflush(stdout);
+      return false;
     }
     evaluated += r.n_evaluated;
     ++generated;
@@ -124,21 +158,30 @@ int run_turn(Chat* c, const std::string& user) {
   fputc('\n', stdout);
   fflush(stdout);
   c->after_reply = r.stop == RLM_STOP_END_TOKEN;
+  const uint32_t pos = rlm_session_position(c->s);
+  if (pos > c->n_ctx && !c->warned_wrap) {
+    c->warned_wrap = true;
+    fprintf(stderr,
+            "ringlm chat: warning: the conversation (%u tokens) is longer than --ctx %u: the model "
+            "now sees its first positions (--sinks) and the most recent ones; earlier turns can "
+            "no longer be undone\n",
+            pos, c->n_ctx);
+  }
   if (c->stats) {
     const char* why = r.stop == RLM_STOP_END_TOKEN    ? "end-of-turn"
                       : r.stop == RLM_STOP_MAX_TOKENS ? "max-tokens"
                                                       : "stop-string";
     fprintf(stderr, "[turn: %zu new tokens, %u run, %u generated, position %u, stop %s]\n",
-            ids.size(), evaluated, generated, rlm_session_position(c->s), why);
+            ids.size(), evaluated, generated, pos, why);
   }
-  return 0;
+  return true;
 }
 
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
   std::string model_path, system, tmpl_name;
-  uint32_t n_predict = 512;
+  uint32_t n_predict = 512, max_prompt = 0;
   bool stats = false;
   SessionFlags flags;
   for (int i = 1; i < argc; ++i) {
@@ -165,8 +208,13 @@ int cmd_chat(int argc, char** argv) {
     } else if (a == "--template") {
       if (!value(&tmpl_name)) return 2;
     } else if (a == "-n" || a == "--n-predict") {
-      if (!value(&v) || !parse_u32(v.c_str(), &n_predict)) {
+      if (!value(&v) || !parse_n_predict(v.c_str(), &n_predict)) {
         fprintf(stderr, "ringlm chat: bad value for -n\n");
+        return 2;
+      }
+    } else if (a == "--max-prompt") {
+      if (!value(&v) || !parse_u32(v.c_str(), &max_prompt) || max_prompt == 0) {
+        fprintf(stderr, "ringlm chat: bad value for --max-prompt (a token count >= 1)\n");
         return 2;
       }
     } else if (a == "--stats") {
@@ -212,6 +260,19 @@ int cmd_chat(int argc, char** argv) {
     }
   }
 
+  if (!check_session_flags("chat", &model, flags.config)) return 2;
+  rlm_model_info info;
+  rlm_model_info_default(&info);
+  rlm_model_get_info(&model, &info);
+  const uint32_t n_ctx = flags.config.n_ctx ? flags.config.n_ctx : info.max_context;
+  // One turn's tokens are queued at once: the prompt buffer holds the longest message allowed,
+  // plus the end-of-turn token /undo or a dropped turn queues again before it.
+  if (max_prompt == 0) max_prompt = n_ctx;
+  if (max_prompt > (1u << 24) - 1) {
+    fprintf(stderr, "ringlm chat: --max-prompt %u above %u\n", max_prompt, (1u << 24) - 1);
+    return 2;
+  }
+  flags.config.max_pending = max_prompt + 1;
   size_t bytes = 0, align = 0;
   if ((st = rlm_session_memory(&model, &flags.config, &bytes, &align)) != RLM_OK) {
     char why[256];
@@ -242,7 +303,8 @@ int cmd_chat(int argc, char** argv) {
   }
   rlm_session_set_max_tokens(s, n_predict);
 
-  Chat chat{&model, s, format, system, n_predict, stats, eot, false, {}};
+  Chat chat{&model, s, format, system, max_prompt, n_ctx, stats, eot};
+  bool skipped = false;
   const bool tty = isatty(0);
   std::string line;
   while (rc == 0) {
@@ -273,9 +335,9 @@ int cmd_chat(int argc, char** argv) {
       if (m.after_reply && eot >= 0) rlm_session_feed_tokens(s, &eot, 1);
       continue;
     }
-    rc = run_turn(&chat, line);
+    if (!run_turn(&chat, line)) skipped = true;
   }
   rlm_session_release(s);
   free(mem);
-  return rc;
+  return rc != 0 ? rc : skipped ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "convert/chat_specials.h"
 #include "convert/convert.h"
+#include "convert/output_file.h"
 #include "convert/synthetic.h"
 
 namespace {
@@ -29,13 +30,19 @@ void usage(FILE* f) {
           "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4;\n"
           "                     norms stay f32. GGUF Q8_0/Q4_0 weights are copied as-is into\n"
           "                     q8/q4 without re-quantization.\n"
-          "  -o, --output OUT   output model file (written to a temporary file, verified, renamed)\n"
+          "  -o, --output OUT   output model file (written to a temporary file, verified, renamed;\n"
+          "                     an existing OUT must be a writable regular file: directories,\n"
+          "                     devices, FIFOs and symbolic links are refused, never replaced)\n"
           "  -q, --quiet        no per-tensor lines or progress bar\n"
+          "  --allow-non-finite store NaN / infinite weights (and values the target type\n"
+          "                     overflows to inf) instead of refusing the tensor; such a\n"
+          "                     model runs but computes NaN wherever they are used\n"
           "\n"
           "random-weight models (no checkpoint needed; for benchmarks and demos):\n"
           "  --synthetic SPEC   SPEC is a Hugging Face config.json (or its directory) or a\n"
           "                     built-in shape (smollm2-135m); weights are deterministic noise\n"
-          "  --layers N         use N layers instead of the config's\n"
+          "  --layers N         use N layers instead of the config's (1..1024, the runtime's\n"
+          "                     limit; all dimensions are checked before anything is written)\n"
           "  --seed S           weight seed (default 1)\n"
           "  --chat FORMAT      give the synthetic vocabulary a chat template and its special\n"
           "                     tokens: chatml, llama3, gemma or phi3 (for `ringlm chat`)\n");
@@ -90,12 +97,18 @@ int cmd_convert(int argc, char** argv) {
         fprintf(stderr, "ringlm convert: bad number '%s' for %s\n", v, a);
         return 2;
       } else if (!strcmp(a, "--layers")) {
+        if (n == 0) {
+          fprintf(stderr, "ringlm convert: --layers must be at least 1\n");
+          return 2;
+        }
         layers = static_cast<uint32_t>(n);
       } else {
         seed = static_cast<uint32_t>(n);
       }
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       quiet = true;
+    } else if (!strcmp(a, "--allow-non-finite")) {
+      opts.allow_non_finite = true;
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "ringlm convert: unknown option '%s'\n\n", a);
       usage(stderr);
@@ -118,6 +131,22 @@ int cmd_convert(int argc, char** argv) {
   if (synthetic.empty() && (!chat.empty() || layers || seed != 1)) {
     fprintf(stderr, "ringlm convert: --chat, --layers and --seed go with --synthetic\n");
     return 2;
+  }
+  {
+    // Before any reading: a refused target (a device, FIFO, symlink, read-only file) should not
+    // cost a conversion first. write_model_file checks again when it renames.
+    std::string err;
+    if (!ringlm::conv::check_output_target(out, &err)) {
+      fprintf(stderr, "ringlm convert: %s\n", err.c_str());
+      return 1;
+    }
+    // The source is read while the output is written: replacing it would lose the checkpoint.
+    for (const std::string& in : {opts.source, opts.tokenizer, synthetic}) {
+      if (!in.empty() && ringlm::conv::same_file(in, out)) {
+        fprintf(stderr, "ringlm convert: -o '%s' is an input of this conversion\n", out.c_str());
+        return 2;
+      }
+    }
   }
   opts.progress = !quiet;
   opts.log = quiet ? nullptr : &std::cout;

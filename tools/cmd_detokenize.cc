@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "model.h"
 #include "tokenizer.h"
 #include "tokenizer_source.h"
 

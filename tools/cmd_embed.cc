@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "convert/output_file.h"
 #include "mapped_file.h"
 #include "ringlm/ringlm.h"
 
@@ -21,15 +22,19 @@ const char kUsage[] =
     "  const unsigned char NAME[] __attribute__((aligned(64))) = {...};\n"
     "  const size_t NAME_size = <bytes>;\n"
     "\n"
-    "  -o, --output OUT.c   C source to write (written to a temporary file, then renamed)\n"
-    "      --symbol NAME    array name (default: the output file name without extension, as a C\n"
-    "                       identifier)\n"
-    "      --header OUT.h   also write a header declaring NAME and NAME_size\n"
+    "  -o, --output OUT.c   C source to write (written to a temporary file, then renamed; an\n"
+    "                       existing OUT.c must be a writable regular file: directories,\n"
+    "                       devices, FIFOs and symbolic links are refused, never replaced)\n"
+    "      --symbol NAME    array name, a C identifier that is not a C/C++ keyword (default:\n"
+    "                       the output file name without extension, made an identifier)\n"
+    "      --header OUT.h   also write a header declaring NAME and NAME_size (same rules as -o)\n"
     "      --no-verify      embed even if rlm_model_open rejects the file\n"
     "  -h, --help           this help\n"
     "\n"
     "Link the .c into the program and pass NAME, NAME_size to rlm_model_open. For large models\n"
     "the assembler's .incbin is faster to build (docs/apps.md).\n";
+
+bool is_keyword(const std::string& s);
 
 std::string identifier_from(const std::string& path) {
   std::string base = path.substr(path.find_last_of('/') == std::string::npos
@@ -42,18 +47,51 @@ std::string identifier_from(const std::string& path) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
     id += ok ? c : '_';
   }
-  if (id.empty() || (id[0] >= '0' && id[0] <= '9')) id = "model_" + id;
+  if (id.empty() || (id[0] >= '0' && id[0] <= '9') || is_keyword(id)) id = "model_" + id;
   return id;
 }
 
-bool valid_identifier(const std::string& s) {
-  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+// C keywords (C89 to C23, including the _Xxx ones) and C++ keywords: the generated .c and .h
+// declare NAME and must compile as C, and the header (which has an extern "C" block) as C++.
+bool is_keyword(const std::string& s) {
+  static const char* const kKeywords[] = {
+      // C
+      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+      "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+      "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+      "union", "unsigned", "void", "volatile", "while", "_Alignas", "_Alignof", "_Atomic",
+      "_BitInt", "_Bool", "_Complex", "_Decimal128", "_Decimal32", "_Decimal64", "_Generic",
+      "_Imaginary", "_Noreturn", "_Static_assert", "_Thread_local", "alignas", "alignof", "bool",
+      "constexpr", "false", "nullptr", "static_assert", "thread_local", "true", "typeof",
+      "typeof_unqual",
+      // C++ (beyond the above)
+      "and", "and_eq", "asm", "bitand", "bitor", "catch", "char8_t", "char16_t", "char32_t",
+      "class", "co_await", "co_return", "co_yield", "compl", "concept", "consteval", "constinit",
+      "const_cast", "decltype", "delete", "dynamic_cast", "explicit", "export", "friend",
+      "mutable", "namespace", "new", "noexcept", "not", "not_eq", "operator", "or", "or_eq",
+      "private", "protected", "public", "reinterpret_cast", "requires", "static_cast", "template",
+      "this", "throw", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor",
+      "xor_eq",
+      // The generated file's own names: a macro or type the .c itself uses.
+      "size_t", "__attribute__", "__declspec"};
+  for (const char* k : kKeywords) {
+    if (s == k) return true;
+  }
+  return false;
+}
+
+// Why `s` cannot be the array name, or "" when it can: a C identifier ([A-Za-z_][A-Za-z0-9_]*)
+// that is not a C or C++ keyword.
+std::string identifier_problem(const std::string& s) {
+  if (s.empty()) return "is empty";
+  if (s[0] >= '0' && s[0] <= '9') return "starts with a digit";
   for (char c : s) {
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) {
-      return false;
+      return "is not a C identifier (letters, digits and '_' only)";
     }
   }
-  return true;
+  if (is_keyword(s)) return "is a C or C++ keyword";
+  return "";
 }
 
 bool write_all(FILE* f, const char* p, size_t n) { return fwrite(p, 1, n, f) == n; }
@@ -129,9 +167,31 @@ int cmd_embed(int argc, char** argv) {
     return 2;
   }
   if (symbol.empty()) symbol = identifier_from(out_path);
-  if (!valid_identifier(symbol)) {
-    fprintf(stderr, "ringlm embed: '%s' is not a C identifier\n", symbol.c_str());
+  if (const std::string why = identifier_problem(symbol); !why.empty()) {
+    fprintf(stderr, "ringlm embed: --symbol '%s' %s; the generated C would not compile\n",
+            symbol.c_str(), why.c_str());
     return 2;
+  }
+  // Refuse a non-regular, symlinked or read-only target before reading the model (the same
+  // policy as `ringlm convert -o`: tools/convert/output_file.h).
+  for (const std::string* p : {&out_path, &header_path}) {
+    std::string err;
+    if (!p->empty() && !ringlm::conv::check_output_target(*p, &err)) {
+      fprintf(stderr, "ringlm embed: %s\n", err.c_str());
+      return 1;
+    }
+  }
+  if (!header_path.empty() &&
+      (header_path == out_path || ringlm::conv::same_file(header_path, out_path))) {
+    fprintf(stderr, "ringlm embed: --header and -o name the same file\n");
+    return 2;
+  }
+  for (const std::string* p : {&out_path, &header_path}) {
+    if (!p->empty() && ringlm::conv::same_file(model_path, *p)) {
+      fprintf(stderr, "ringlm embed: '%s' is the model itself; refusing to replace it\n",
+              p->c_str());
+      return 2;
+    }
   }
 
   MappedFile file;
@@ -151,10 +211,16 @@ int cmd_embed(int argc, char** argv) {
   }
 
   const size_t size = file.size();
-  const std::string tmp = out_path + ".tmp";
-  FILE* f = fopen(tmp.c_str(), "wb");
+  // Both files go through a temporary file next to the target, renamed into place (and removed
+  // on failure or SIGINT / SIGTERM): a target is never left half-written.
+  ringlm::conv::TempOutput tmp;
+  if (!tmp.create(out_path, &err)) {
+    fprintf(stderr, "ringlm embed: %s\n", err.c_str());
+    return 1;
+  }
+  FILE* f = fdopen(dup(tmp.fd()), "wb");  // fclose closes the copy; commit() syncs and closes
   if (!f) {
-    fprintf(stderr, "ringlm embed: cannot write '%s': %s\n", tmp.c_str(), strerror(errno));
+    fprintf(stderr, "ringlm embed: cannot write '%s': %s\n", tmp.path().c_str(), strerror(errno));
     return 1;
   }
   std::string base = model_path.substr(model_path.find_last_of('/') == std::string::npos
@@ -181,13 +247,12 @@ int cmd_embed(int argc, char** argv) {
             write_array(f, static_cast<const unsigned char*>(file.data()), size) &&
             write_all(f, tail.data(), tail.size());
   ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp.c_str(), out_path.c_str()) != 0) {
-    fprintf(stderr, "ringlm embed: cannot write '%s': %s\n", out_path.c_str(), strerror(errno));
-    unlink(tmp.c_str());
+  if (!ok) err = "cannot write '" + tmp.path() + "': " + strerror(errno);
+  if (!ok || !tmp.commit(&err)) {
+    fprintf(stderr, "ringlm embed: %s\n", err.c_str());
     return 1;
   }
   if (!header_path.empty()) {
-    FILE* h = fopen(header_path.c_str(), "wb");
     std::string guard = "RINGLM_EMBED_" + symbol + "_H_";
     for (char& c : guard) {
       if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
@@ -197,8 +262,21 @@ int cmd_embed(int argc, char** argv) {
         guard + "\n#include <stddef.h>\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n" +
         "extern const unsigned char " + symbol + "[]; /* 64-byte aligned model bytes */\n" +
         "extern const size_t " + symbol + "_size;\n#ifdef __cplusplus\n}\n#endif\n#endif\n";
-    if (!h || !write_all(h, text.data(), text.size()) || fclose(h) != 0) {
-      fprintf(stderr, "ringlm embed: cannot write '%s'\n", header_path.c_str());
+    ringlm::conv::TempOutput htmp;
+    bool hok = htmp.create(header_path, &err);
+    size_t off = 0;
+    while (hok && off < text.size()) {
+      const ssize_t w = write(htmp.fd(), text.data() + off, text.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        err = "cannot write '" + htmp.path() + "': " + strerror(errno);
+        hok = false;
+        break;
+      }
+      off += static_cast<size_t>(w);
+    }
+    if (!hok || !htmp.commit(&err)) {
+      fprintf(stderr, "ringlm embed: %s\n", err.c_str());
       return 1;
     }
   }

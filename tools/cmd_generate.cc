@@ -18,14 +18,18 @@
 namespace {
 
 const char kUsage[] =
-    "usage: ringlm generate -m MODEL (-p PROMPT | --prompt-ids \"1 2 3\") [options]\n"
+    "usage: ringlm generate -m MODEL (-p PROMPT | -f FILE | --prompt-ids \"1 2 3\") [options]\n"
     "\n"
     "Streams only the generated continuation to stdout; one stats line on stderr.\n"
     "\n"
     "  -m, --model FILE        model file (.rlm, from `ringlm convert`)\n"
-    "  -p, --prompt TEXT       prompt text (BOS added per the model)\n"
+    "  -p, --prompt TEXT       prompt text (BOS added per the model). Linux caps one argument at\n"
+    "                          128 KiB: use -f for longer prompts\n"
+    "  -f, --file FILE         prompt from a file ('-' = standard input), up to 64 MiB\n"
+    "      --no-special        prompt text that spells a special token (<|im_end|>) stays text;\n"
+    "                          by default it becomes that token (byte-level vocabularies)\n"
     "      --prompt-ids IDS    prompt as space-separated token ids (no BOS added)\n"
-    "  -n, --n-predict N       max tokens to generate (default 256; 0 = until a stop)\n"
+    "  -n, --n-predict N       max tokens to generate (default 256; 0 or -1 = until a stop)\n"
     "      --stop STR          stop string (repeatable); never printed\n"
     "      --ignore-eos        keep generating past the model's end tokens\n"
     "      --print-ids         print generated token ids (space-separated) instead of text\n"
@@ -71,7 +75,9 @@ int fail(const char* what, rlm_status st, const char* msg) {
 
 int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt;
-  bool have_prompt = false, print_ids = false, ignore_eos = false;
+  bool have_prompt = false, print_ids = false, ignore_eos = false, parse_special = true;
+  int n_prompt_sources = 0;  // -p, -f and --prompt-ids given (exactly one allowed)
+  std::string prompt_file;
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stops;
   uint32_t n_predict = 256;
@@ -103,12 +109,21 @@ int cmd_generate(int argc, char** argv) {
       if (!(v = need("-p"))) return 2;
       prompt = v;
       have_prompt = true;
+      ++n_prompt_sources;
+    } else if (a == "-f" || a == "--file") {
+      if (!(v = need("-f"))) return 2;
+      prompt_file = v;
+      have_prompt = true;
+      ++n_prompt_sources;
+    } else if (a == "--no-special" || a == "--no-specials") {
+      parse_special = false;
     } else if (a == "--prompt-ids") {
       if (!(v = need("--prompt-ids"))) return 2;
       ok = parse_ids(v, &prompt_ids);
+      ++n_prompt_sources;
     } else if (a == "-n" || a == "--n-predict") {
       if (!(v = need("-n"))) return 2;
-      ok = parse_u32(v, &n_predict);
+      ok = parse_n_predict(v, &n_predict);
     } else if (a == "--stop") {
       if (!(v = need("--stop"))) return 2;
       stops.push_back(v);
@@ -125,28 +140,61 @@ int cmd_generate(int argc, char** argv) {
       return 2;
     }
   }
-  if (model_path.empty() || (have_prompt == !prompt_ids.empty())) {
-    fprintf(stderr, "ringlm generate: need -m MODEL and exactly one of -p / --prompt-ids\n%s",
+  if (model_path.empty() || n_prompt_sources != 1) {
+    fprintf(stderr,
+            "ringlm generate: need -m MODEL and exactly one of -p / -f / --prompt-ids\n%s",
             kUsage);
     return 2;
   }
   finish_session_flags(&flags);
+  std::string err;
+  if (!prompt_file.empty() && !read_text_input(prompt_file, kMaxTextFileBytes, &prompt, &err)) {
+    fprintf(stderr, "ringlm generate: -f: %s\n", err.c_str());
+    return 1;
+  }
+  const uint32_t feed_flags = parse_special ? RLM_TOKENIZE_PARSE_SPECIALS : 0u;
   size_t stop_bytes = 0;
   for (const std::string& s : stops) stop_bytes += s.size();
   if (stop_bytes > cfg.stop_string_bytes) cfg.stop_string_bytes = static_cast<uint32_t>(stop_bytes);
   if (stops.size() > cfg.max_stop_strings) cfg.max_stop_strings = static_cast<uint32_t>(stops.size());
-  if (prompt.size() > cfg.max_text_bytes) cfg.max_text_bytes = static_cast<uint32_t>(prompt.size());
-  if (prompt.size() + 2 > cfg.max_pending) cfg.max_pending = static_cast<uint32_t>(prompt.size() + 2);
-  if (prompt_ids.size() > cfg.max_pending) cfg.max_pending = static_cast<uint32_t>(prompt_ids.size());
 
   MappedFile file;
-  std::string err;
   if (!file.open(model_path, &err)) {
     fprintf(stderr, "ringlm generate: %s\n", err.c_str());
     return 1;
   }
   ringlm::Result<ringlm::Model> model = ringlm::Model::open(file.data(), file.size());
   if (!model) return fail("model", model.code(), model.message());
+  if (!check_session_flags("generate", model->get(), cfg)) return 2;
+
+  // The whole prompt is queued by one feed: the session's text and token budgets grow to fit it
+  // (the runtime tokenizes it in the session's scratch, about 40 bytes per prompt byte). The
+  // token count is measured here first (with BOS, an upper bound of what the feed queues); a
+  // byte can become several tokens (byte fallback), so the byte count is no bound.
+  if (have_prompt) {
+    if (prompt.size() > cfg.max_text_bytes) {
+      if (prompt.size() > kMaxTextFileBytes) {
+        fprintf(stderr, "ringlm generate: prompt of %zu bytes above the limit of %zu\n",
+                prompt.size(), kMaxTextFileBytes);
+        return 1;
+      }
+      cfg.max_text_bytes = static_cast<uint32_t>(prompt.size());
+    }
+    std::vector<int32_t> ids;
+    if (!tokenize_text(model->get(), prompt, feed_flags | RLM_TOKENIZE_ADD_BOS, &ids, &err)) {
+      fprintf(stderr, "ringlm generate: prompt: %s\n", err.c_str());
+      return 1;
+    }
+    if (ids.size() > cfg.max_pending) {
+      if (ids.size() > 0xffffffu) {  // rlm_session_config's max_pending limit
+        fprintf(stderr, "ringlm generate: prompt of %zu tokens above the limit of %u\n",
+                ids.size(), 0xffffffu);
+        return 1;
+      }
+      cfg.max_pending = static_cast<uint32_t>(ids.size());
+    }
+  }
+  if (prompt_ids.size() > cfg.max_pending) cfg.max_pending = static_cast<uint32_t>(prompt_ids.size());
 
   ringlm::Result<ringlm::MemoryRequirement> need = ringlm::Session::memory_required(*model, cfg);
   if (!need) {
@@ -172,7 +220,8 @@ int cmd_generate(int argc, char** argv) {
   }
   (void)s.set_max_tokens(n_predict);
   (void)s.set_ignore_eos(ignore_eos);
-  st = have_prompt ? s.feed(prompt) : s.feed_tokens(prompt_ids.data(), prompt_ids.size());
+  st = have_prompt ? s.feed(prompt, feed_flags)
+                   : s.feed_tokens(prompt_ids.data(), prompt_ids.size());
   if (!st) return fail("prompt", st.code(), st.message());
 
   rlm_stop_reason stop = RLM_STOP_NONE;
@@ -188,6 +237,13 @@ int cmd_generate(int argc, char** argv) {
       n_prompt = r->n_evaluated;
       t_prefill = dt;
       first = false;
+      const uint32_t n_ctx = cfg.n_ctx ? cfg.n_ctx : model->info()->max_context;
+      if (n_prompt > n_ctx) {
+        fprintf(stderr,
+                "ringlm generate: warning: the prompt's %u tokens exceed the context (--ctx %u): "
+                "the model sees its first %u (--sinks) and its last %u tokens only\n",
+                n_prompt, n_ctx, cfg.n_sink, n_ctx - cfg.n_sink);
+      }
     } else {
       t_decode += dt;
     }

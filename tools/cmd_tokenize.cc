@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "tokenizer.h"
 #include "tokenizer_source.h"
@@ -26,23 +27,13 @@ void usage(FILE* f) {
           "                     llama2.c tokenizer.bin\n"
           "  --bos              put the BOS token first (when the vocabulary has one)\n"
           "  --no-special       text such as <|eot_id|> stays text (by default, byte-level\n"
-          "                     vocabularies turn control / user-defined token text into that token)\n"
-          "  --file PATH        tokenize the bytes of PATH ('-' for standard input) instead of TEXT\n"
+          "                     vocabularies turn control / user-defined token text into that token);\n"
+          "                     --no-specials is the same\n"
+          "  --file PATH        tokenize the bytes of PATH ('-' for standard input) instead of TEXT:\n"
+          "                     a regular file or standard input, at most 64 MiB\n"
           "  -h, --help         this text\n"
           "\n"
           "Exit status: 0 success, 1 failure (unreadable vocabulary or file), 2 usage error.\n");
-}
-
-bool read_all(const std::string& path, std::string* out) {
-  FILE* f = path == "-" ? stdin : fopen(path.c_str(), "rb");
-  if (!f) return false;
-  out->clear();
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
-  const bool ok = !ferror(f);
-  if (f != stdin) fclose(f);
-  return ok;
 }
 
 }  // namespace
@@ -73,7 +64,7 @@ int cmd_tokenize(int argc, char** argv) {
         have_file = true;
       } else if (!strcmp(a, "--bos")) {
         bos = true;
-      } else if (!strcmp(a, "--no-special")) {
+      } else if (!strcmp(a, "--no-special") || !strcmp(a, "--no-specials")) {
         special = false;
       } else if (!strcmp(a, "--")) {
         options_done = true;
@@ -101,8 +92,9 @@ int cmd_tokenize(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  if (have_file && !read_all(file_path, &text)) {
-    fprintf(stderr, "ringlm tokenize: cannot read '%s'\n", file_path.c_str());
+  std::string read_err;
+  if (have_file && !read_text_input(file_path, kMaxTextFileBytes, &text, &read_err)) {
+    fprintf(stderr, "ringlm tokenize: --file: %s\n", read_err.c_str());
     return 1;
   }
 

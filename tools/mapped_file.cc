@@ -1,7 +1,8 @@
 #include "mapped_file.h"
 
+#include "convert/file_io.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,11 +13,10 @@ MappedFile::~MappedFile() {
 }
 
 bool MappedFile::open(const std::string& path, std::string* err) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) {
-    *err = "cannot open '" + path + "': " + strerror(errno);
-    return false;
-  }
+  // A regular file only: a FIFO would block open() forever, a directory or device cannot be
+  // mapped as a model (the message names what it is).
+  const int fd = ringlm::conv::open_regular_file(path, "", err);
+  if (fd < 0) return false;
   struct stat st;
   if (fstat(fd, &st) != 0) {
     *err = "cannot stat '" + path + "': " + strerror(errno);

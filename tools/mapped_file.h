@@ -13,7 +13,8 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
-  // false with *err set when the file cannot be opened or mapped.
+  // false with *err set when the file cannot be opened or mapped, is empty, or is not a regular
+  // file (directories, FIFOs, devices are refused without blocking: conv::open_regular_file).
   bool open(const std::string& path, std::string* err);
   const void* data() const { return data_; }
   size_t size() const { return size_; }

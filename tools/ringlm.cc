@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "ringlm/ringlm.h"
 
 namespace {
 
@@ -23,8 +24,14 @@ const Verb kVerbs[] = {
     {"bench", cmd_bench, "measure prefill / decode speed (model file or synthetic shape)"},
 };
 
+#ifndef RINGLM_VERSION
+#error "RINGLM_VERSION (the CMake project version) is defined by tools/CMakeLists.txt"
+#endif
+
 void usage(FILE* f) {
-  fprintf(f, "usage: ringlm VERB [options]   (ringlm VERB --help for a verb's options)\n\nverbs:\n");
+  fprintf(f,
+          "usage: ringlm VERB [options]   (ringlm VERB --help for a verb's options)\n"
+          "       ringlm --version\n\nverbs:\n");
   for (const Verb& v : kVerbs) fprintf(f, "  %-10s %s\n", v.name, v.summary);
 }
 
@@ -34,6 +41,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+    printf("ringlm %s (model format %u)\n", RINGLM_VERSION, RLM_FORMAT_VERSION);
+    return 0;
   }
   for (const Verb& v : kVerbs) {
     if (!strcmp(argv[1], v.name)) return v.run(argc - 1, argv + 1);

@@ -3,51 +3,44 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <fstream>
+#include <algorithm>
 
 #include "convert/file_io.h"
 #include "convert/ir.h"
 #include "convert/readers.h"
 #include "convert/tiktoken.h"
-#include "model.h"
 #include "tokenizer.h"
 
 namespace {
 
 using namespace ringlm;
 
-// The first `n` bytes of a file (fewer when it is shorter); false when it cannot be read.
-bool read_head(const std::string& path, size_t n, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
+// The first `n` bytes of a regular file (fewer when it is shorter); false with *err when it
+// cannot be opened or is not a regular file (a FIFO is refused, not waited on).
+bool read_head(const std::string& path, size_t n, std::string* out, std::string* err) {
+  const std::shared_ptr<conv::InputFile> f = conv::InputFile::open(path, err);
   if (!f) return false;
-  out->assign(n, '\0');
-  f.read(&(*out)[0], static_cast<std::streamsize>(n));
-  out->resize(static_cast<size_t>(f.gcount()));
-  return true;
+  out->assign(static_cast<size_t>(std::min<uint64_t>(n, f->size())), '\0');
+  return out->empty() || f->read_at(0, &(*out)[0], out->size(), err);
 }
 
 // A llama2.c tokenizer.bin: int32 max_token_length, then (float score, int32 len, len bytes)
 // records up to the end of the file. Returns the record count, 0 when the file is not one.
 uint32_t llama2c_token_count(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  std::string err;
+  const std::shared_ptr<conv::InputFile> f = conv::InputFile::open(path, &err);
   if (!f) return 0;
-  const std::streamoff size = f.tellg();
-  f.seekg(0);
+  conv::Cursor c(f.get(), 0);
   int32_t max_len = 0;
-  if (size < 4 || !f.read(reinterpret_cast<char*>(&max_len), 4) || max_len <= 0 ||
-      max_len > 4096) {
-    return 0;
-  }
-  std::streamoff pos = 4;
+  if (!c.get(&max_len, &err) || max_len <= 0 || max_len > 4096) return 0;
   uint32_t n = 0;
-  while (pos < size) {
+  while (c.remaining() > 0) {
     int32_t len = 0;
-    if (size - pos < 8 || !f.seekg(pos + 4) || !f.read(reinterpret_cast<char*>(&len), 4) ||
-        len < 0 || len > max_len) {
+    if (!c.skip(4, &err) || !c.get(&len, &err) || len < 0 || len > max_len ||
+        !c.skip(static_cast<uint64_t>(len), &err)) {
       return 0;
     }
-    pos += 8 + len;
-    if (pos > size || ++n > kMaxVocab) return 0;
+    if (++n > kMaxVocab) return 0;
   }
   return n;
 }
@@ -77,9 +70,7 @@ bool open_model_tokenizer(const std::string& path, CliTokenizer* out, std::strin
     *err = "model '" + path + "': " + rlm_model_error(out->model.get());
     return false;
   }
-  const ModelImpl* m = model_impl(out->model.get());
-  out->tok = m->root->tokenizer();
-  out->vocab = m->hp.vocab_size;
+  out->tok = model_tokenizer(out->model.get(), &out->vocab);
   out->source = "model";
   return true;
 }
@@ -93,9 +84,9 @@ bool open_vocab_tokenizer(const std::string& path_in, CliTokenizer* out, std::st
       return false;
     }
   }
-  std::string head;
-  if (!read_head(path, 4096, &head)) {
-    *err = "cannot open vocabulary '" + path + "'";
+  std::string head, open_err;
+  if (!read_head(path, 4096, &head, &open_err)) {
+    *err = "vocabulary: " + open_err;
     return false;
   }
   conv::TokenizerData d;

@@ -38,6 +38,7 @@ int ringlm_header_check(const void* bytes, size_t size) {
   (void)rlm_session_set_max_tokens(s, 4);
   (void)rlm_session_set_ignore_eos(s, 0);
   (void)rlm_session_feed_text(s, "a", 1);
+  (void)rlm_session_feed_text_ex(s, "a", 1, RLM_TOKENIZE_PARSE_SPECIALS);
   (void)rlm_session_feed_tokens(s, &tok, 1);
   rlm_step_result_default(&r);
   (void)rlm_step(s, &r);
@@ -51,6 +52,7 @@ int ringlm_header_check(const void* bytes, size_t size) {
   (void)rlm_token_to_bytes(&model, 1, piece, sizeof piece, &n);
   (void)rlm_tokenize_scratch_bytes(&model, 1);
   (void)rlm_tokenize(&model, "a", 1, 1, &tok, 1, &n, arena, sizeof arena);
+  (void)rlm_tokenize_ex(&model, "a", 1, RLM_TOKENIZE_ADD_BOS, &tok, 1, &n, arena, sizeof arena);
   (void)rlm_session_error(s);
   return (int)rlm_session_release(s) + (int)RLM_FORMAT_VERSION;
 }

@@ -39,6 +39,12 @@ int ringlm_header_check_cpp(const void* bytes, size_t size) {
   why = s->resume([](std::string_view) { return false; });
   const int32_t ids[2] = {1, 2};
   st = s->feed_tokens(ids, 2);
+  st = s->feed("<|im_end|>", 0);
+  alignas(8) static unsigned char scratch[256];
+  int32_t toks[4];
+  size_t n_toks = 0;
+  st = model->tokenize("a", RLM_TOKENIZE_PARSE_SPECIALS, toks, 4, &n_toks, scratch,
+                       model->tokenize_scratch_bytes(1));
   st = s->eval();
   ringlm::Result<ringlm::Session::Logits> logits = s->logits();
   ringlm::Result<ringlm::StepResult> r = s->step();

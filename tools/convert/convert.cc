@@ -12,6 +12,7 @@
 #include <set>
 
 #include "convert/file_io.h"
+#include "convert/output_file.h"
 #include "convert/readers.h"
 #include "convert/writer.h"
 #include "model.h"
@@ -24,9 +25,11 @@ SourceKind detect_source(const std::string& path) {
   std::string err;
   std::shared_ptr<InputFile> f = InputFile::open(path, &err);
   if (!f) return SourceKind::Unknown;
-  uint8_t magic[4] = {0, 0, 0, 0};
-  if (f->size() >= 4 && f->read_at(0, magic, 4, &err) && memcmp(magic, "GGUF", 4) == 0)
-    return SourceKind::Gguf;
+  uint8_t magic[12] = {0};
+  const bool have_magic = f->size() >= 4 && f->read_at(0, magic, f->size() >= 12 ? 12 : 4, &err);
+  if (have_magic && memcmp(magic, "GGUF", 4) == 0) return SourceKind::Gguf;
+  // A ringlm model file: a size-prefixed FlatBuffer with the identifier at bytes 8..11.
+  if (have_magic && f->size() >= 12 && memcmp(magic + 8, "RLM1", 4) == 0) return SourceKind::Ringlm;
   auto ends_with = [&](const char* suf) {
     const size_t n = strlen(suf);
     return path.size() >= n && path.compare(path.size() - n, n, suf) == 0;
@@ -44,6 +47,7 @@ const char* source_kind_name(SourceKind k) {
     case SourceKind::Llama2c: return "llama2.c";
     case SourceKind::Gguf: return "GGUF";
     case SourceKind::HuggingFace: return "Hugging Face";
+    case SourceKind::Ringlm: return "ringlm model";
     case SourceKind::Unknown: break;
   }
   return "unknown";
@@ -61,12 +65,16 @@ bool load_source(const ConvertOptions& opts, ModelData* out, std::string* err) {
       return read_gguf(opts.source, out, err);
     case SourceKind::HuggingFace:
       return read_hf(opts.source, out, err);
+    case SourceKind::Ringlm:
+      *err = "'" + opts.source +
+             "' is already a ringlm model file (identifier RLM1); it needs no conversion "
+             "(`ringlm inspect` shows what it holds)";
+      return false;
     case SourceKind::Unknown:
       break;
   }
-  struct stat st;
-  if (stat(opts.source.c_str(), &st) != 0) {
-    *err = "cannot open '" + opts.source + "': " + strerror(errno);
+  // Unknown: missing, unreadable, or not a regular file (a FIFO, device, ...): say which.
+  if (!InputFile::open(opts.source, err)) {
   } else {
     *err = "'" + opts.source +
            "' is not a supported source (expected a llama2.c .bin checkpoint, a .gguf file, or a "
@@ -133,34 +141,16 @@ bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, st
 
 bool write_model_file(const ModelData& model, const ConvertOptions& opts,
                       const std::string& out_path, std::string* err, ConvertStats* stats) {
-  std::string tmpl = out_path + ".tmp-XXXXXX";
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  int fd = mkstemp(name.data());
-  if (fd < 0) {
-    *err = "cannot create a temporary file next to '" + out_path + "': " + strerror(errno);
-    return false;
-  }
-  const std::string tmp(name.data());
-  fchmod(fd, 0644);
+  // Refuses a non-regular, symlinked or read-only target before writing (output_file.h), and
+  // removes the temporary file on failure or SIGINT / SIGTERM.
+  TempOutput tmp;
+  if (!tmp.create(out_path, err)) return false;
   ConvertStats local;
-  bool ok = write_model_to_fd(model, opts.quant, fd, "write to '" + tmp + "' failed", err,
-                              opts.log, opts.progress, stats ? stats : &local);
-  if (ok && fsync(fd) != 0) {
-    *err = "fsync '" + tmp + "' failed: " + strerror(errno);
-    ok = false;
-  }
-  if (::close(fd) != 0 && ok) {
-    *err = "close '" + tmp + "' failed: " + strerror(errno);
-    ok = false;
-  }
-  if (ok) ok = verify_file(tmp, err);
-  if (ok && rename(tmp.c_str(), out_path.c_str()) != 0) {
-    *err = "cannot rename '" + tmp + "' to '" + out_path + "': " + strerror(errno);
-    ok = false;
-  }
-  if (!ok) unlink(tmp.c_str());
-  return ok;
+  bool ok = write_model_to_fd(model, opts.quant, tmp.fd(), "write to '" + tmp.path() + "' failed",
+                              err, opts.log, opts.progress, stats ? stats : &local,
+                              opts.allow_non_finite);
+  ok = ok && tmp.close(err) && verify_file(tmp.path(), err) && tmp.commit(err);
+  return ok;  // on failure ~TempOutput removes the temporary file
 }
 
 }  // namespace conv

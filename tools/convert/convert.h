@@ -20,10 +20,14 @@ struct ConvertOptions {
   fb::DType quant = fb::DType::F32;  // target for 2-D tensors; 1-D tensors stay F32
   bool progress = false;             // progress bar on stderr for large inputs
   std::ostream* log = nullptr;       // per-tensor quantization error lines
+  // Store NaN / infinite weights (and values the target encoding overflows to inf) instead of
+  // refusing the tensor: such a model runs, but every activation they reach is NaN.
+  bool allow_non_finite = false;
 };
 
 // What kind of checkpoint `path` is (by directory / magic bytes / extension).
-enum class SourceKind { Unknown, Llama2c, Gguf, HuggingFace };
+// Ringlm: already a converted model file (refused with a message saying so).
+enum class SourceKind { Unknown, Llama2c, Gguf, HuggingFace, Ringlm };
 SourceKind detect_source(const std::string& path);
 const char* source_kind_name(SourceKind k);
 
@@ -33,9 +37,12 @@ bool load_source(const ConvertOptions& opts, ModelData* out, std::string* err);
 // Serialises `model` into the model-file bytes: size-prefixed FlatBuffer header, zero padding,
 // then every tensor at a 64-aligned offset, in increasing offset order. 2-D tensors are stored
 // as `quant`; 1-D tensors as F32. Does not run model verification (callers may build
-// deliberately broken models); convert_to_file does.
+// deliberately broken models); convert_to_file does. A non-finite weight (NaN, +-Inf, also a
+// non-finite f16 scale of a raw Q8_0 / Q4_0 tensor, or a value the encoding overflows to inf)
+// fails with an error naming the tensor and the first bad element unless `allow_non_finite`.
 bool build_model_bytes(const ModelData& model, fb::DType quant, std::vector<uint8_t>* out,
-                       std::string* err, std::ostream* log = nullptr, bool progress = false);
+                       std::string* err, std::ostream* log = nullptr, bool progress = false,
+                       bool allow_non_finite = false);
 
 // Summary of one conversion (filled by convert_to_file when `stats` is non-null).
 struct ConvertStats {
@@ -44,7 +51,8 @@ struct ConvertStats {
   uint32_t n_raw_copied = 0;  // tensors copied without re-quantization (GGUF Q8_0/Q4_0)
   uint64_t file_bytes = 0;
   uint64_t weight_bytes = 0;
-  double max_rel_rmse = 0;    // over lossy tensors: RMSE / RMS(source)
+  double max_rel_rmse = 0;    // over lossy tensors: RMSE / RMS(source) (tensors holding
+                              // non-finite values, --allow-non-finite, have no figure)
   double mean_rel_rmse = 0;
   std::string max_rel_rmse_tensor;
 };

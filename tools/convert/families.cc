@@ -567,22 +567,23 @@ bool add_source_tensor(const ModelData::Arch& a, const SourceRole& r, TensorData
     uint64_t r0, n;
     const char* what;
   };
-  std::vector<Part> parts;
-  uint64_t want = 0;
-  if (r.split == Split::Qkv) {
-    parts = {{TensorRole::Wq, 0, q, "q"}, {TensorRole::Wk, q, kv, "k"}, {TensorRole::Wv, q + kv, kv, "v"}};
-    want = q + 2 * kv;
-  } else {
-    parts = {{TensorRole::FfnGate, 0, F, "gate"}, {TensorRole::FfnUp, F, F, "up"}};
-    want = 2 * F;
-  }
+  // A fixed array, not a std::vector assigned from a braced list: GCC 12 warns (-Wnonnull, a
+  // false positive) on the memmove of that assignment into an empty vector.
+  const bool qkv = r.split == Split::Qkv;
+  const Part all[3] = {
+      qkv ? Part{TensorRole::Wq, 0, q, "q"} : Part{TensorRole::FfnGate, 0, F, "gate"},
+      qkv ? Part{TensorRole::Wk, q, kv, "k"} : Part{TensorRole::FfnUp, F, F, "up"},
+      Part{TensorRole::Wv, q + kv, kv, "v"}};
+  const size_t n_parts = qkv ? 3 : 2;
+  const uint64_t want = qkv ? q + 2 * kv : 2 * F;
   if (t.shape.size() != 2 || t.shape[0] != want) {
     *err = "fused tensor '" + t.name + "' has shape " + shape_str(t.shape) + ", expected " +
            std::to_string(want) + " rows";
     return false;
   }
   const uint64_t cols = t.shape[1];
-  for (const Part& p : parts) {
+  for (size_t pi = 0; pi < n_parts; ++pi) {
+    const Part& p = all[pi];
     TensorData s;
     s.name = t.name + "[" + p.what + "]";
     s.role = p.role;

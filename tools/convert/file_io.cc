@@ -7,22 +7,59 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 namespace ringlm {
 namespace conv {
 
-std::shared_ptr<InputFile> InputFile::open(const std::string& path, std::string* err) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+const char* file_kind_name(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a special file";
+}
+
+int open_regular_file(const std::string& path, const std::string& what, std::string* err) {
+  const std::string name = (what.empty() ? "" : what + " ") + "'" + path + "'";
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    *err = "cannot open '" + path + "': " + strerror(errno);
-    return nullptr;
+    const int e = errno;
+    struct stat st;
+    // open() of a socket fails with ENXIO ("No such device or address"): name the kind instead.
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      *err = name + " is " + file_kind_name(st.st_mode) + ", not a regular file";
+    } else {
+      *err = "cannot open " + name + ": " + strerror(e);
+    }
+    return -1;
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    *err = "cannot stat " + name + ": " + strerror(errno);
     ::close(fd);
-    *err = "'" + path + "' is not a regular file";
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *err = name + " is " + file_kind_name(st.st_mode) + ", not a regular file";
+    ::close(fd);
+    return -1;
+  }
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
+}
+
+std::shared_ptr<InputFile> InputFile::open(const std::string& path, std::string* err) {
+  const int fd = open_regular_file(path, "", err);
+  if (fd < 0) return nullptr;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    *err = "cannot stat '" + path + "': " + strerror(errno);
+    ::close(fd);
     return nullptr;
   }
   std::shared_ptr<InputFile> f(new InputFile());
@@ -99,18 +136,18 @@ bool Cursor::skip(uint64_t n, std::string* err) {
 }
 
 bool read_text_file(const std::string& path, std::string* out, std::string* err) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    *err = "cannot open '" + path + "'";
+  const std::shared_ptr<InputFile> f = InputFile::open(path, err);
+  if (!f) return false;
+  // Configs, templates and vocabularies are megabytes; the cap keeps a hostile (e.g. sparse)
+  // file from a multi-gigabyte allocation.
+  if (f->size() > kMaxTextFileBytes) {
+    *err = "'" + path + "' is " + std::to_string(f->size()) + " bytes; text inputs are limited to " +
+           std::to_string(kMaxTextFileBytes >> 20) + " MiB";
     return false;
   }
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) {
-    *err = "read error in '" + path + "'";
-    return false;
-  }
-  *out = ss.str();
+  std::string s(static_cast<size_t>(f->size()), '\0');
+  if (!s.empty() && !f->read_at(0, &s[0], s.size(), err)) return false;
+  *out = std::move(s);
   return true;
 }
 

@@ -14,9 +14,21 @@
 namespace ringlm {
 namespace conv {
 
+// Opens `path` read-only (O_CLOEXEC) if it is a regular file; -1 with *err otherwise. The open
+// is non-blocking and the type is checked with fstat on the opened descriptor, so a FIFO never
+// blocks (a plain open() of a FIFO waits for a writer forever) and a directory, device or socket
+// is refused with its kind named ("'x' is a directory, not a regular file"). The descriptor is
+// returned blocking again. `what` prefixes the message ("model", "vocabulary", ...; may be "").
+// Every input file the CLI and converter read goes through this (or InputFile::open).
+int open_regular_file(const std::string& path, const std::string& what, std::string* err);
+
+// "a directory", "a FIFO", "a character device", "a block device", "a socket", "a symbolic
+// link", "a regular file", or "a special file" for st_mode `mode`.
+const char* file_kind_name(unsigned mode);
+
 class InputFile {
  public:
-  // Opens `path` for reading; on failure returns null and sets *err.
+  // Opens `path` for reading (open_regular_file); on failure returns null and sets *err.
   static std::shared_ptr<InputFile> open(const std::string& path, std::string* err);
   ~InputFile();
   InputFile(const InputFile&) = delete;
@@ -58,7 +70,9 @@ class Cursor {
   uint64_t buf_pos_ = 0;
 };
 
-// Whole small file into a string (JSON configs). False with *err when missing or unreadable.
+// Whole small file into a string (JSON configs). False with *err when missing, unreadable,
+// not a regular file, or larger than kMaxTextFileBytes.
+constexpr uint64_t kMaxTextFileBytes = 1ull << 30;
 bool read_text_file(const std::string& path, std::string* out, std::string* err);
 
 bool file_exists(const std::string& path);

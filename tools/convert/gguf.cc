@@ -254,8 +254,12 @@ bool parse_gguf(const std::string& path, Gguf* g, std::string* err) {
     g->kv[key] = std::move(v);
   }
   if (const Value* a = g->get("general.alignment")) {
+    // Any power of two up to 1 MiB (llama.cpp writes 32; some writers 64 or a page size).
     if (!a->is_int() || a->u == 0 || a->u > (1u << 20) || (a->u & (a->u - 1)) != 0) {
-      *err = "GGUF '" + path + "': general.alignment must be a power of two";
+      *err = "GGUF '" + path + "': general.alignment must be a power of two up to 1048576 (is " +
+             (!a->is_int()          ? std::string("of type ") + gguf_type_name(a->type)
+              : a->type == kU64 ? std::to_string(a->u)
+                                : std::to_string(a->i)) + ")";
       return false;
     }
     g->alignment = a->u;
@@ -297,7 +301,17 @@ bool parse_gguf(const std::string& path, Gguf* g, std::string* err) {
            " bytes)";
     return false;
   }
+  // The layout rules llama.cpp's writer follows and the model verifier enforces on our own
+  // files: every offset a multiple of general.alignment, every tensor inside the data section,
+  // no two tensors sharing bytes. A patched offset would otherwise convert silently into a model
+  // whose weights are another tensor's bytes (or padding), which then generates garbage.
   for (TensorInfo& t : g->tensors) {
+    if (t.offset % g->alignment != 0) {
+      *err = "GGUF '" + path + "': tensor '" + t.name + "' data offset " +
+             std::to_string(t.offset) + " is not a multiple of general.alignment (" +
+             std::to_string(g->alignment) + ")";
+      return false;
+    }
     if (t.bytes == 0) continue;  // unsupported type: reported if the tensor is used
     const uint64_t avail = fsize - g->data_start;
     if (t.offset > avail || t.bytes > avail - t.offset) {
@@ -306,6 +320,25 @@ bool parse_gguf(const std::string& path, Gguf* g, std::string* err) {
       return false;
     }
     t.offset += g->data_start;
+  }
+  // GGUF does not require the directory to be in offset order: sort a copy of the (sized)
+  // extents; then each must start at or after the furthest end seen so far.
+  std::vector<const TensorInfo*> by_offset;
+  for (const TensorInfo& t : g->tensors)
+    if (t.bytes != 0) by_offset.push_back(&t);
+  std::stable_sort(by_offset.begin(), by_offset.end(),
+                   [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  const TensorInfo* furthest = nullptr;
+  for (const TensorInfo* t : by_offset) {
+    if (furthest && t->offset < furthest->offset + furthest->bytes) {
+      *err = "GGUF '" + path + "': tensor '" + t->name + "' data [" +
+             std::to_string(t->offset - g->data_start) + ", +" + std::to_string(t->bytes) +
+             ") overlaps tensor '" + furthest->name + "' [" +
+             std::to_string(furthest->offset - g->data_start) + ", +" +
+             std::to_string(furthest->bytes) + ")";
+      return false;
+    }
+    if (!furthest || t->offset + t->bytes > furthest->offset + furthest->bytes) furthest = t;
   }
   return true;
 }
@@ -635,6 +668,13 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
   }
   if (a.n_heads == 0 || a.n_layers == 0) {
     *err = "GGUF '" + path + "': block_count and head_count must be positive";
+    return false;
+  }
+  // Bounded before anything is sized by it (per-layer flags and tensor lists): a crafted
+  // block_count of 2^28 made the reader allocate gigabytes (found by fuzz_gguf).
+  if (a.n_layers > kMaxLayers) {
+    *err = "GGUF '" + path + "': block_count " + std::to_string(a.n_layers) +
+           " exceeds the runtime's limit of " + std::to_string(kMaxLayers) + " layers";
     return false;
   }
   a.head_dim = a.dim / a.n_heads;

@@ -282,6 +282,13 @@ bool read_hf_impl(const std::string& path_in, ModelData* out, std::string* err) 
     *err = "'" + dir + "/config.json': " + *err;
     return false;
   }
+  // Bounded before the per-layer tensor list is built from it (a crafted count of 2^28 layers
+  // would allocate gigabytes; same class as fuzz_gguf's huge block_count).
+  if (a.n_layers > kMaxLayers) {
+    *err = "'" + dir + "/config.json': num_hidden_layers " + std::to_string(a.n_layers) +
+           " exceeds the runtime's limit of " + std::to_string(kMaxLayers) + " layers";
+    return false;
+  }
   const bool gemma = a.family == fb::Family::Gemma2 || a.family == fb::Family::Gemma3;
 
   // Weights.

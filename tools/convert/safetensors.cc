@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "kernels/scalar.h"
@@ -52,6 +53,12 @@ bool read_safetensors_header(const std::string& path,
     *err = "safetensors '" + path + "': header is not a JSON object";
     return false;
   }
+  // (begin, end, name) of every non-empty tensor of this file, for the overlap check below.
+  struct Extent {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Extent> extents;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
     if (name == "__metadata__") continue;
@@ -91,7 +98,23 @@ bool read_safetensors_header(const std::string& path,
     e.offset = data_start + b;
     e.bytes = en - b;
     if (out->count(name)) return bad("appears in more than one file");
+    if (en > b) extents.push_back({b, en, name});
     (*out)[name] = std::move(e);
+  }
+  // Two tensors sharing bytes is a corrupt (or crafted) header: the safetensors writers refuse
+  // shared storage, so a converted model would get one tensor's values under another's name.
+  std::stable_sort(extents.begin(), extents.end(),
+                   [](const Extent& x, const Extent& y) { return x.begin < y.begin; });
+  const Extent* furthest = nullptr;
+  for (const Extent& x : extents) {
+    if (furthest && x.begin < furthest->end) {
+      *err = "safetensors '" + path + "': tensor '" + x.name + "': data_offsets [" +
+             std::to_string(x.begin) + ", " + std::to_string(x.end) + ") overlap tensor '" +
+             furthest->name + "' [" + std::to_string(furthest->begin) + ", " +
+             std::to_string(furthest->end) + ")";
+      return false;
+    }
+    if (!furthest || x.end > furthest->end) furthest = &x;
   }
   return true;
 }

@@ -1,6 +1,8 @@
 // safetensors: 8-byte little-endian header length N, N bytes of JSON
 // {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {..}},
-// then the data (offsets relative to 8 + N). Every entry is validated against the file size.
+// then the data (offsets relative to 8 + N). Every entry is validated against the file size
+// (begin <= end inside the data section, end - begin == dtype size x shape) and no two tensors
+// of a file may share bytes.
 #ifndef RINGLM_TOOLS_CONVERT_SAFETENSORS_H_
 #define RINGLM_TOOLS_CONVERT_SAFETENSORS_H_
 

@@ -312,6 +312,30 @@ bool synthetic_from_shape(const SyntheticShape& shape, uint32_t seed, const Synt
     *err = shape.name + ": a dimension is zero";
     return false;
   }
+  // The runtime's verifier (runtime/model.cc check_hparams) refuses a model outside these limits;
+  // refusing here, before anything is written, keeps e.g. --layers 99999 from writing hundreds
+  // of GB that the final verification would then reject.
+  struct Limit {
+    const char* name;
+    uint64_t value, max;
+  };
+  const Limit limits[] = {
+      {"n_layers", a.n_layers, kMaxLayers},
+      {"hidden_size", a.dim, kMaxDim},
+      {"num_attention_heads", a.n_heads, kMaxHeads},
+      {"num_key_value_heads", a.n_kv_heads, kMaxHeads},
+      {"head_dim", a.head_dim, kMaxHeadDim},
+      {"intermediate_size", a.ffn_dim, kMaxFfn},
+      {"max_position_embeddings", a.max_context, kMaxContext},
+      {"num_attention_heads * head_dim", uint64_t{a.n_heads} * a.head_dim, uint64_t{kMaxDim} * 4},
+  };
+  for (const Limit& l : limits) {
+    if (l.value > l.max) {
+      *err = shape.name + ": " + l.name + " " + std::to_string(l.value) +
+             " is above the runtime's limit " + std::to_string(l.max);
+      return false;
+    }
+  }
   if (a.n_heads % a.n_kv_heads != 0) {
     *err = shape.name + ": num_attention_heads " + std::to_string(a.n_heads) +
            " is not a multiple of num_key_value_heads " + std::to_string(a.n_kv_heads);

@@ -1,10 +1,12 @@
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <numeric>
 
+#include "convert/file_io.h"
 #include "convert/ir.h"
 
 namespace ringlm {
@@ -75,6 +77,10 @@ static bool is_byte_piece(const std::string& p) {
 
 bool read_llama2c_tokenizer(const std::string& path, uint32_t vocab_size, TokenizerData* out,
                             std::string* err) {
+  // Regular files only: std::ifstream would block forever opening a FIFO.
+  const int fd = open_regular_file(path, "tokenizer", err);
+  if (fd < 0) return false;
+  ::close(fd);
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     *err = "cannot open tokenizer '" + path + "'";

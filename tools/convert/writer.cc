@@ -4,11 +4,14 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "convert/convert.h"
+#include "convert/output_file.h"
 #include "convert/writer.h"
 #include "kernels/scalar.h"
 #include "quant.h"
@@ -163,6 +166,64 @@ void encode(const std::vector<float>& x, fb::DType t, uint64_t rows, uint64_t co
   *src2 = s2;
 }
 
+// ---- non-finite values ----------------------------------------------------------------------
+// A NaN or infinite weight turns every activation it reaches into NaN: the converted model
+// verifies (the verifier checks structure, not values) and then samples one token forever.
+// Every reader's tensors pass through write_model on their way into the file, so the check is
+// made once here, for all of them: on the source floats (load_f32), on the f16 scales of raw
+// GGUF Q8_0 / Q4_0 copies (load_raw), and on the encoded output, where a finite source value
+// can still overflow f16 (|x| > 65504 as f16; a q8 / q4 group whose scale exceeds f16's range).
+
+struct NonFinite {
+  uint64_t index;  // first affected element (row-major), or n when all are finite
+  float value;     // the non-finite value found (a source value, or an f16 value / scale)
+};
+
+const char* float_class(float v) { return v != v ? "nan" : v > 0 ? "inf" : "-inf"; }
+
+NonFinite first_non_finite(const float* x, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return {i, x[i]};
+  return {n, 0.0f};
+}
+
+// In `data`, a tensor of rows x cols stored as `t` (file layout): the first stored f16 value
+// (F16) or group scale (Q8 / Q4; index = the group's first element) that is not finite. F32 data
+// is the source itself and is checked by first_non_finite.
+NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t rows,
+                                  uint64_t cols) {
+  const uint64_t n = rows * cols;
+  auto bad = [](uint16_t h) { return (h & 0x7c00u) == 0x7c00u; };  // exponent all ones
+  if (t == fb::DType::F16) {
+    for (uint64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      memcpy(&h, data + 2 * i, 2);
+      if (bad(h)) return {i, fp16_to_f32(h)};
+    }
+  } else if (t == fb::DType::Q8 || t == fb::DType::Q4) {
+    const WeightType wt = static_cast<WeightType>(t);
+    const uint64_t groups = padded_cols(cols) / kQuantGroup;
+    const uint8_t* sc = data + quant_scales_offset(wt, rows, cols);
+    for (uint64_t k = 0; k < rows * groups; ++k) {
+      uint16_t h;
+      memcpy(&h, sc + 2 * k, 2);
+      if (bad(h)) return {(k / groups) * cols + (k % groups) * kQuantGroup, fp16_to_f32(h)};
+    }
+  }
+  return {n, 0.0f};
+}
+
+// "index I (row R, column C)" for matrices, "index I" for vectors.
+std::string where(const Planned& p, uint64_t i) {
+  std::string s = "index " + std::to_string(i);
+  if (p.src->shape.size() == 2)
+    s += " (row " + std::to_string(i / p.cols) + ", column " + std::to_string(i % p.cols) + ")";
+  return s;
+}
+
+constexpr const char* kAllowHint =
+    "; the source is damaged (`ringlm convert --allow-non-finite` stores such values anyway)";
+
 void progress_bar(uint64_t done, uint64_t total, const std::string& name) {
   const int width = 40;
   const int fill = total ? static_cast<int>(done * width / total) : width;
@@ -196,7 +257,8 @@ bool parse_dtype(const std::string& s, fb::DType* out) {
 }
 
 bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std::string* err,
-                 std::ostream* log, bool progress, ConvertStats* stats) {
+                 std::ostream* log, bool progress, ConvertStats* stats,
+                 const PlanCheck& plan_check, bool allow_non_finite) {
   if (static_cast<uint32_t>(quant) > static_cast<uint32_t>(fb::DType::MAX)) {
     *err = "unknown target dtype";
     return false;
@@ -258,6 +320,12 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
     return false;
   }
 
+  if (plan_check) {
+    // Tensors are laid out in order: the last one ends the file.
+    const uint64_t file_bytes = plan.empty() ? header.size() : plan.back().offset + plan.back().size;
+    if (!plan_check(file_bytes, err)) return false;
+  }
+
   static const uint8_t zeros[64] = {};
   uint64_t pos = 0;
   auto put = [&](const void* p, uint64_t n) {
@@ -276,7 +344,7 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
   const bool show = progress && total_src > kProgressThreshold;
   uint64_t done = 0;
   double rel_sum = 0;
-  uint32_t n_lossy = 0;
+  uint32_t n_lossy = 0, n_rel = 0;  // lossy tensors; those with a finite relative error
   std::vector<float> x;
   std::vector<uint8_t> enc;
   for (const Planned& p : plan) {
@@ -294,6 +362,13 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
                " bytes, expected " + std::to_string(p.size);
         return false;
       }
+      const NonFinite bad = first_non_finite_stored(enc.data(), p.dtype, p.rows, p.cols);
+      if (bad.index < n && !allow_non_finite) {
+        *err = "tensor '" + t.name + "' has a non-finite " + dtype_name(p.dtype) +
+               " block scale (" + float_class(bad.value) + ") for the " +
+               std::to_string(kQuantGroup) + " values from " + where(p, bad.index) + kAllowHint;
+        return false;
+      }
       if (log) *log << "  " << t.name << "  " << dtype_name(p.dtype) << "  copied without re-quantization\n";
       if (stats) ++stats->n_raw_copied;
     } else {
@@ -306,23 +381,56 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
                " values, shape needs " + std::to_string(n);
         return false;
       }
+      const NonFinite src_bad = first_non_finite(x.data(), n);
+      if (src_bad.index < n && !allow_non_finite) {
+        *err = "tensor '" + t.name + "' has a non-finite value (" + float_class(src_bad.value) +
+               ") at " + where(p, src_bad.index) + kAllowHint;
+        return false;
+      }
       double e2 = 0, s2 = 0;
       encode(x, p.dtype, p.rows, p.cols, &enc, &e2, &s2);
+      if (src_bad.index == n && !allow_non_finite) {
+        // A finite source that the encoding turned into inf (f16 overflow).
+        const NonFinite out_bad = first_non_finite_stored(enc.data(), p.dtype, p.rows, p.cols);
+        if (out_bad.index < n) {
+          char v[32];
+          snprintf(v, sizeof v, "%g", x[out_bad.index]);
+          *err = "tensor '" + t.name + "' does not fit " + dtype_name(p.dtype) + ": " +
+                 (p.dtype == fb::DType::F16
+                      ? std::string("value ") + v + " at " + where(p, out_bad.index) +
+                            " is beyond f16's range (65504)"
+                      : "the f16 scale of the " + std::to_string(kQuantGroup) +
+                            " values from " + where(p, out_bad.index) + " overflows") +
+                 "; convert with --quant f32 (or --allow-non-finite to store inf)";
+          return false;
+        }
+      }
       if (p.dtype != fb::DType::F32) {
         const double rms = sqrt(s2 / static_cast<double>(n));
         const double rmse = sqrt(e2 / static_cast<double>(n));
+        // Non-finite values (stored under --allow-non-finite) make both sums inf or NaN; a
+        // relative error then means nothing and is neither printed as a number nor counted.
+        const bool finite = std::isfinite(rms) && std::isfinite(rmse);
         const double rel = rms > 0 ? rmse / rms : (rmse > 0 ? INFINITY : 0.0);
         if (log) {
           char line[512];
-          snprintf(line, sizeof line, "  %-36s %-3s  rmse %.3e  rms %.3e  rel %.4f%%\n",
-                   t.name.c_str(), dtype_name(p.dtype), rmse, rms, rel * 100.0);
+          if (finite) {
+            snprintf(line, sizeof line, "  %-36s %-3s  rmse %.3e  rms %.3e  rel %.4f%%\n",
+                     t.name.c_str(), dtype_name(p.dtype), rmse, rms, rel * 100.0);
+          } else {
+            snprintf(line, sizeof line, "  %-36s %-3s  non-finite values stored (no error figure)\n",
+                     t.name.c_str(), dtype_name(p.dtype));
+          }
           *log << line;
         }
-        rel_sum += rel;
         ++n_lossy;
-        if (stats && rel >= stats->max_rel_rmse) {
-          stats->max_rel_rmse = rel;
-          stats->max_rel_rmse_tensor = t.name;
+        if (finite) {
+          rel_sum += rel;
+          ++n_rel;
+          if (stats && rel >= stats->max_rel_rmse) {
+            stats->max_rel_rmse = rel;
+            stats->max_rel_rmse_tensor = t.name;
+          }
         }
       }
     }
@@ -333,7 +441,7 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
   if (stats) {
     stats->n_tensors = static_cast<uint32_t>(plan.size());
     stats->n_quantized = n_lossy;
-    stats->mean_rel_rmse = n_lossy ? rel_sum / n_lossy : 0.0;
+    stats->mean_rel_rmse = n_rel ? rel_sum / n_rel : 0.0;
     stats->file_bytes = pos;
     stats->weight_bytes = 0;
     for (const Planned& p : plan) stats->weight_bytes += p.size;
@@ -342,21 +450,23 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
 }
 
 bool build_model_bytes(const ModelData& model, fb::DType quant, std::vector<uint8_t>* out,
-                       std::string* err, std::ostream* log, bool progress) {
+                       std::string* err, std::ostream* log, bool progress,
+                       bool allow_non_finite) {
   std::vector<uint8_t> bytes;
   ByteSink sink = [&bytes](const void* p, uint64_t n, std::string*) {
     const uint8_t* b = static_cast<const uint8_t*>(p);
     bytes.insert(bytes.end(), b, b + n);
     return true;
   };
-  if (!write_model(model, quant, sink, err, log, progress, nullptr)) return false;
+  if (!write_model(model, quant, sink, err, log, progress, nullptr, nullptr, allow_non_finite))
+    return false;
   *out = std::move(bytes);
   return true;
 }
 
 bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
                        const std::string& write_error, std::string* err, std::ostream* log,
-                       bool progress, ConvertStats* stats) {
+                       bool progress, ConvertStats* stats, bool allow_non_finite) {
   std::vector<uint8_t> buf;
   buf.reserve(4u << 20);
   auto flush = [&](std::string* e) {
@@ -384,7 +494,21 @@ bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
     }
     return true;
   };
-  return write_model(model, quant, sink, err, log, progress, stats) && flush(err);
+  PlanCheck fits = [fd](uint64_t need, std::string* e) {
+    // Only a regular file's file system is asked (a pipe's "free space" means nothing); when it
+    // is unknown, write() reports running out.
+    struct stat st;
+    uint64_t free_bytes = 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !free_bytes_on(fd, &free_bytes)) return true;
+    if (need <= free_bytes) return true;
+    char msg[160];
+    snprintf(msg, sizeof msg, "the model needs %.2f GiB but its file system has %.2f GiB free",
+             need / 1073741824.0, free_bytes / 1073741824.0);
+    *e = msg;
+    return false;
+  };
+  return write_model(model, quant, sink, err, log, progress, stats, fits, allow_non_finite) &&
+         flush(err);
 }
 
 }  // namespace conv

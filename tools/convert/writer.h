@@ -14,17 +14,27 @@ namespace conv {
 // Receives the file bytes in order; returns false (with *err) to abort.
 using ByteSink = std::function<bool(const void* data, uint64_t n, std::string* err)>;
 
+// Called once the layout is known, before the first byte goes to the sink, with the exact file
+// size; returning false (with *err) aborts without writing anything.
+using PlanCheck = std::function<bool(uint64_t file_bytes, std::string* err)>;
+
+// Non-finite values (NaN, +-Inf) in a source tensor, in the f16 scales of a raw Q8_0 / Q4_0
+// copy, or produced by the encoding (a finite value beyond f16's range) fail the write with an
+// error naming the tensor and the first affected element, unless `allow_non_finite`.
 bool write_model(const ModelData& model, fb::DType quant, const ByteSink& sink, std::string* err,
-                 std::ostream* log, bool progress, ConvertStats* stats);
+                 std::ostream* log, bool progress, ConvertStats* stats,
+                 const PlanCheck& plan_check = nullptr, bool allow_non_finite = false);
 
 // write_model into the open file descriptor `fd` at its current position, through a 4 MiB
 // buffer; interrupted (EINTR) and short writes are resumed. A failed write sets *err to
 // "<write_error>: <strerror(errno)>", so the caller names the destination. Neither syncs nor
-// closes `fd`; on failure what was written stays there.
+// closes `fd`; on failure what was written stays there. When `fd` is a file on a file system
+// that reports its free space and the model is larger than that, nothing is written and *err
+// says how much is needed: a model that cannot fit fails at once, not after hundreds of GB.
 bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
                        const std::string& write_error, std::string* err,
                        std::ostream* log = nullptr, bool progress = false,
-                       ConvertStats* stats = nullptr);
+                       ConvertStats* stats = nullptr, bool allow_non_finite = false);
 
 }  // namespace conv
 }  // namespace ringlm

@@ -7,8 +7,9 @@
  *    session opened on it are in use. Opening copies nothing.
  *  - rlm_model is caller storage (a stack or static variable is fine); it holds a verified view.
  *  - Session memory is borrowed for the life of the session; the rlm_session handle points into
- *    it. Call rlm_session_release() before reusing or freeing the memory (it joins the worker
- *    threads when n_threads > 1; with one thread it only invalidates the handle).
+ *    it (at its start). Call rlm_session_release() before reusing or freeing the memory (it joins
+ *    the worker threads when n_threads > 1; with one thread it only invalidates the handle).
+ *    rlm_session_init refuses memory that still holds a live session (RLM_ERR_BAD_STATE).
  *  - Pointers a call returns into session memory (step text, logits) stay valid until the next
  *    call that takes the same session.
  *
@@ -53,6 +54,10 @@ typedef enum rlm_status {
   RLM_ERR_UNSUPPORTED = 12,       /* requested feature (e.g. a kernel ISA) not available here */
   RLM_ERR_BACKEND = 13,           /* a backend library failed at init (XNNPACK refused an
                                      operator, or needed more than the memory bound reserved) */
+  RLM_ERR_NO_CANDIDATES = 14,     /* rlm_step: no token can be sampled, every logit is -inf or
+                                     NaN after logit bias and penalties (all tokens banned, or
+                                     the model produced NaN); see rlm_step */
+  /* Values are never renumbered; new statuses take the next free value of their group. */
   /* Model verification failures (rlm_model_open). */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
   RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
@@ -68,7 +73,12 @@ typedef enum rlm_status {
   RLM_ERR_INTERNAL = 99
 } rlm_status;
 
-/* Static string naming the status, e.g. "RLM_ERR_BUFFER_TOO_SMALL". Never NULL. */
+/* Static string naming the status, e.g. "RLM_ERR_BUFFER_TOO_SMALL". Never NULL.
+ *
+ * Messages (rlm_model_error, rlm_session_error, rlm_session_config_check) are for users, e.g.
+ * "n_ctx 1 out of [2, 16777216]". A library built with RINGLM_ERROR_LOCATIONS=1 (by default the
+ * builds without NDEBUG, i.e. CMake's Debug) prefixes them with the runtime source location of
+ * the failed check ("session.cc:115: n_ctx 1 ..."); do not parse messages either way. */
 RLM_API const char* rlm_status_string(rlm_status status);
 
 /* ---------------------------------------------------------------------------------------------
@@ -163,15 +173,27 @@ typedef struct rlm_session rlm_session;
 
 /* Carves the session out of `memory` (borrowed; must outlive the session). Fails with
  * RLM_ERR_BUFFER_TOO_SMALL if `size` is below rlm_session_memory's answer, and
- * RLM_ERR_MISALIGNED if `memory` is not aligned to its alignment. Allocates nothing. */
+ * RLM_ERR_MISALIGNED if `memory` is not aligned to its alignment. Allocates nothing.
+ * RLM_ERR_BAD_STATE when `memory` still holds a live session (initialised and not released):
+ * carving over it would orphan its worker threads. That session stays intact and its
+ * rlm_session_error says to call rlm_session_release first. The session records this in a
+ * header at the start of the memory (a 64-bit magic plus the memory's own address), so memory
+ * given to init for the first time may hold anything, and released memory initialises again.
+ * On failure *session is NULL. */
 RLM_API rlm_status rlm_session_init(const rlm_model* model, const rlm_session_config* config,
                                     void* memory, size_t size, rlm_session** session);
 
-/* Message for the last failed call on this session ("" if none). Never NULL. */
+/* Message for the last failed call on this session ("" if none, or for NULL). Never NULL. For a
+ * released session, a static message saying so. */
 RLM_API const char* rlm_session_error(const rlm_session* session);
 
 /* Ends the session: joins its worker threads (and deletes its XNNPACK operators). The memory may
- * be reused afterwards. */
+ * be reused afterwards. Releasing a released session again returns RLM_OK and does nothing;
+ * NULL or memory that never held a session is RLM_ERR_INVALID_ARGUMENT.
+ *
+ * Calls on a released session: while its memory is unchanged, every function taking the session
+ * returns RLM_ERR_BAD_STATE (rlm_session_position returns 0). Once the memory is reused or
+ * freed, the handle is dangling like any other pointer: do not use it. */
 RLM_API rlm_status rlm_session_release(rlm_session* session);
 
 /* What runs where in a session. */
@@ -200,10 +222,32 @@ RLM_API rlm_status rlm_session_reset(rlm_session* session);
  * Input
  * ------------------------------------------------------------------------------------------- */
 
+/* Flags of rlm_tokenize_ex and rlm_session_feed_text_ex (bits of a uint32_t).
+ *
+ * RLM_TOKENIZE_PARSE_SPECIALS: text that spells a special token's piece (a control or
+ * user-defined token of a byte-level vocabulary, e.g. "<|im_end|>", "<|eot_id|>") becomes that
+ * token. Without it every byte is encoded as text, so a user cannot inject role or end-of-turn
+ * tokens. The rule: parse specials only in text the application itself wrote (a template, its
+ * own prompt); never in text a user typed or a client sent. SentencePiece vocabularies ignore
+ * the flag: their control tokens never come from text.
+ * RLM_TOKENIZE_ADD_BOS (rlm_tokenize_ex only): BOS first when the model has one.
+ * Any other bit is RLM_ERR_INVALID_ARGUMENT (reserved for later flags). */
+#define RLM_TOKENIZE_PARSE_SPECIALS 0x1u
+#define RLM_TOKENIZE_ADD_BOS 0x2u
+
 /* Tokenizes UTF-8 text inside the runtime and queues it. BOS is prepended per the model when
  * the session is at position 0 with nothing queued. Starts a new turn: the max-tokens count and
- * stop state restart. */
+ * stop state restart. Parses special-token text (as rlm_session_feed_text_ex with
+ * RLM_TOKENIZE_PARSE_SPECIALS): use the _ex form with flags 0 for untrusted text. `len` is at most
+ * rlm_session_config.max_text_bytes and the tokens must fit max_pending (RLM_ERR_CAPACITY, nothing
+ * queued). */
 RLM_API rlm_status rlm_session_feed_text(rlm_session* session, const char* text, size_t len);
+
+/* rlm_session_feed_text with `flags`: RLM_TOKENIZE_PARSE_SPECIALS or 0 (special-token text stays
+ * text). BOS as for rlm_session_feed_text; RLM_TOKENIZE_ADD_BOS and unknown bits are
+ * RLM_ERR_INVALID_ARGUMENT. */
+RLM_API rlm_status rlm_session_feed_text_ex(rlm_session* session, const char* text, size_t len,
+                                            uint32_t flags);
 
 /* Queues token ids as given (no BOS added). Starts a new turn like feed_text. */
 RLM_API rlm_status rlm_session_feed_tokens(rlm_session* session, const int32_t* tokens,
@@ -220,7 +264,12 @@ typedef struct rlm_logit_bias {
 
 /* Stage order (each stage off at its neutral value): logit bias → repetition / frequency /
  * presence penalties over the last penalty_last_n tokens → temperature (0 = greedy argmax)
- * → top-k → softmax → top-p → min-p → renormalise → draw with the session RNG. */
+ * → top-k → softmax → top-p → min-p → renormalise → draw with the session RNG.
+ * NaN logits count as -inf (never sampled). Any temperature > 0 is safe, however small: where
+ * logit / temperature would overflow, the logits are shifted by their maximum first (the same
+ * distribution), so a tiny temperature (1e-40) samples the argmax (exact ties share). When no
+ * token is left (every logit -inf or NaN after bias and penalties), rlm_step returns
+ * RLM_ERR_NO_CANDIDATES. */
 typedef struct rlm_sampling {
   uint32_t struct_size;
   float temperature;        /* 0 = greedy (default 0.8) */
@@ -275,7 +324,11 @@ RLM_API void rlm_step_result_default(rlm_step_result* result);
 /* One turn of the loop: run pending prompt tokens in batched passes (or the last sampled token),
  * sample in place on the logits, append, detect stops. Text that could begin a stop string or
  * that ends inside a UTF-8 character is held back and released when decided; a matched stop
- * string is never released. On error nothing is committed (position and text unchanged). */
+ * string is never released. On error nothing is committed (position and text unchanged),
+ * except for RLM_ERR_NO_CANDIDATES (no token can be sampled: every logit is -inf or NaN after
+ * logit bias and penalties, e.g. all tokens banned): then what was pending has run, as by
+ * rlm_session_eval, and the logits are left raw, so after rlm_session_set_sampling the next
+ * rlm_step samples them without running the model again. `result` is untouched on error. */
 RLM_API rlm_status rlm_step(rlm_session* session, rlm_step_result* result);
 
 /* Run pending tokens without sampling, leaving raw logits readable. A following rlm_step
@@ -283,7 +336,10 @@ RLM_API rlm_status rlm_step(rlm_session* session, rlm_step_result* result);
 RLM_API rlm_status rlm_session_eval(rlm_session* session);
 
 /* Logits of the last evaluated position (vocab_size floats). After rlm_step they are the
- * sampler's working values (processed in place), before it the raw model output. */
+ * sampler's working values (processed in place), before it (after rlm_session_eval, or a step
+ * that returned RLM_ERR_NO_CANDIDATES) the raw model output. RLM_ERR_BAD_STATE when no position
+ * has run since init, rlm_session_reset or rlm_session_rewind (any rewind, also to the current
+ * position); feeding input does not drop them. */
 RLM_API rlm_status rlm_session_logits(const rlm_session* session, const float** logits,
                                       size_t* n);
 
@@ -301,11 +357,18 @@ RLM_API rlm_status rlm_session_rewind(rlm_session* session, uint32_t position);
 
 /* Encodes text into `tokens` (capacity `cap`), BOS first when add_bos. *n_out receives the count;
  * RLM_ERR_CAPACITY if `cap` is too small (then *n_out is the count needed when known, else 0).
- * Uses `scratch` (at least rlm_tokenize_scratch_bytes(len) bytes, 8-aligned) for working state. */
+ * Uses `scratch` (at least rlm_tokenize_scratch_bytes(len) bytes, 8-aligned) for working state.
+ * Parses special-token text (as rlm_tokenize_ex with RLM_TOKENIZE_PARSE_SPECIALS). */
 RLM_API size_t rlm_tokenize_scratch_bytes(const rlm_model* model, size_t text_len);
 RLM_API rlm_status rlm_tokenize(const rlm_model* model, const char* text, size_t len,
                                 int add_bos, int32_t* tokens, size_t cap, size_t* n_out,
                                 void* scratch, size_t scratch_size);
+
+/* rlm_tokenize with `flags` (RLM_TOKENIZE_PARSE_SPECIALS | RLM_TOKENIZE_ADD_BOS, or 0: no BOS,
+ * special-token text stays text) in place of add_bos. Unknown bits: RLM_ERR_INVALID_ARGUMENT. */
+RLM_API rlm_status rlm_tokenize_ex(const rlm_model* model, const char* text, size_t len,
+                                   uint32_t flags, int32_t* tokens, size_t cap, size_t* n_out,
+                                   void* scratch, size_t scratch_size);
 
 /* Bytes of one token's piece as text (after "▁" -> " " and <0xNN> -> byte); may be a partial
  * UTF-8 sequence. Returns RLM_ERR_CAPACITY if `cap` is too small (*n_out = bytes needed). */

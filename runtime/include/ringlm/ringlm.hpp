@@ -200,6 +200,22 @@ class Model {
     return Result<std::string_view>(std::string_view(buf, n));
   }
 
+  // Scratch bytes tokenize() needs for a text of `text_len` bytes (0 for an unopened model).
+  size_t tokenize_scratch_bytes(size_t text_len) const noexcept {
+    return rlm_tokenize_scratch_bytes(&model_, text_len);
+  }
+
+  // rlm_tokenize_ex: `flags` is RLM_TOKENIZE_PARSE_SPECIALS | RLM_TOKENIZE_ADD_BOS or 0 (0 for
+  // text a user or client supplied: special-token text stays text). Writes up to `cap` ids and
+  // the count to *n_out; RLM_ERR_CAPACITY when cap is too small (*n_out = the count needed).
+  // `scratch`: tokenize_scratch_bytes(text.size()) bytes, 8-aligned.
+  Status tokenize(std::string_view text, uint32_t flags, int32_t* tokens, size_t cap,
+                  size_t* n_out, void* scratch, size_t scratch_size) const noexcept {
+    const rlm_status st = rlm_tokenize_ex(&model_, text.data(), text.size(), flags, tokens, cap,
+                                          n_out, scratch, scratch_size);
+    return st == RLM_OK ? Status() : Status(st);
+  }
+
   const rlm_model* get() const noexcept { return &model_; }
 
  private:
@@ -318,9 +334,15 @@ class Session {
   // Message for the last failed call ("" if none).
   const char* error() const noexcept { return s_ ? rlm_session_error(s_) : ""; }
 
-  // Input: text is tokenized in the runtime (BOS per the model at position 0).
+  // Input: text is tokenized in the runtime (BOS per the model at position 0). This form parses
+  // special-token text (rlm_session_feed_text); for text a user or client supplied, use
+  // feed(text, 0) so "<|im_end|>" typed by a user stays text.
   Status feed(std::string_view text) noexcept {
     return check(rlm_session_feed_text(s_, text.data(), text.size()));
+  }
+  // rlm_session_feed_text_ex: flags RLM_TOKENIZE_PARSE_SPECIALS or 0.
+  Status feed(std::string_view text, uint32_t flags) noexcept {
+    return check(rlm_session_feed_text_ex(s_, text.data(), text.size(), flags));
   }
   Status feed_tokens(const int32_t* tokens, size_t n) noexcept {
     return check(rlm_session_feed_tokens(s_, tokens, n));
