@@ -91,6 +91,41 @@ int32_t argmax(const float* logits, uint32_t vocab) {
   return best_v == -INFINITY ? -1 : best;
 }
 
+// The maximum of x[0, n) ignoring NaN (-inf when all are -inf or NaN) and the largest |x| over
+// the finite values (0 if none), in one pass. Eight independent lanes so the compiler can
+// vectorise it (a single running max is a loop-carried dependency it will not reorder without
+// -ffast-math). Only the sign of a zero maximum can depend on the order, which no caller sees
+// (hi only enters as x - hi and hi / T).
+void max_and_finite_abs_max(const float* x, uint32_t n, float* hi_out, float* amax_out) {
+  constexpr uint32_t kLanes = 8;
+  float hi[kLanes], am[kLanes];
+  for (uint32_t j = 0; j < kLanes; ++j) {
+    hi[j] = -INFINITY;
+    am[j] = 0.0f;
+  }
+  uint32_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (uint32_t j = 0; j < kLanes; ++j) {
+      const float v = x[i + j];
+      const float a = fabsf(v);
+      hi[j] = v > hi[j] ? v : hi[j];              // false for NaN
+      am[j] = a > am[j] && a <= FLT_MAX ? a : am[j];  // false for inf and NaN
+    }
+  }
+  for (; i < n; ++i) {
+    const float v = x[i];
+    const float a = fabsf(v);
+    hi[0] = v > hi[0] ? v : hi[0];
+    am[0] = a > am[0] && a <= FLT_MAX ? a : am[0];
+  }
+  for (uint32_t j = 1; j < kLanes; ++j) {
+    hi[0] = hi[j] > hi[0] ? hi[j] : hi[0];
+    am[0] = am[j] > am[0] ? am[j] : am[0];
+  }
+  *hi_out = hi[0];
+  *amax_out = am[0];
+}
+
 // Stage 5 selection: the k best (k < vocab) in candidate order into idx[0, k).
 void select_top_k(const float* x, uint32_t vocab, uint32_t k, int32_t* idx) {
   const ByLogitDesc cmp{x};
@@ -162,21 +197,11 @@ uint32_t candidates(float* logits, uint32_t vocab, const SamplerParams& p,
   }
 
   // The maximum before stage 4 (NaN never wins), which also decides "nothing to sample" before
-  // the logits are divided (so stages 1-2 can still be undone), and, below temperature 1, the
-  // largest finite magnitude: whether logit / T can overflow.
+  // the logits are divided (so stages 1-2 can still be undone), and the largest finite
+  // magnitude: whether logit / T can overflow.
   const float t = p.temperature;
-  float hi = -INFINITY;
-  float amax = 0.0f;
-  if (t < 1.0f) {
-    for (uint32_t i = 0; i < vocab; ++i) {
-      const float x = logits[i];
-      const float a = fabsf(x);
-      hi = x > hi ? x : hi;
-      amax = a > amax && a <= FLT_MAX ? a : amax;  // false for inf and NaN
-    }
-  } else {
-    for (uint32_t i = 0; i < vocab; ++i) hi = logits[i] > hi ? logits[i] : hi;
-  }
+  float hi, amax;
+  max_and_finite_abs_max(logits, vocab, &hi, &amax);
   if (hi == -INFINITY) {
     restore_logits(logits, s, n_saved);
     return 0;

@@ -116,7 +116,9 @@ bool same_file(const std::string& a, const std::string& b) {
 
 bool free_bytes_on(int fd, uint64_t* out) {
   struct statvfs vfs;
-  if (fstatvfs(fd, &vfs) != 0 || vfs.f_frsize == 0) return false;
+  // f_blocks == 0: a file system that reports no size (memfd, as bench's synthetic models use;
+  // some pseudo file systems): its free space is unknown, not zero.
+  if (fstatvfs(fd, &vfs) != 0 || vfs.f_frsize == 0 || vfs.f_blocks == 0) return false;
   *out = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
   return true;
 }
