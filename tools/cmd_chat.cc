@@ -56,7 +56,7 @@ struct Chat {
     uint32_t position;
     bool after_reply;
   };
-  std::vector<Mark> marks;
+  std::vector<Mark> marks = {};
 };
 
 // Tokenizes the rendered segments: template markers by exact piece, text (user lines, the system
