@@ -158,17 +158,7 @@ rlm_status rlm_session_get_info(const rlm_session* session, rlm_session_info* in
   RLM_CONST_SESSION_OR_RETURN(s, session);
   if (!info) return RLM_ERR_INVALID_ARGUMENT;
   if (info->struct_size != sizeof *info) return RLM_ERR_STRUCT_SIZE;
-  const XnnMatmuls& x = s->tf.xnn;
-  const char* native = s->tf.k->name;
-  info->kernels = native;
-  info->backend = s->cfg.xnnpack ? "xnnpack" : "native";
-  info->matmul_f32 = x.n_matrices > 0 ? "xnnpack" : native;
-  info->matmul_f16 = native;
-  info->matmul_q8 = native;
-  info->matmul_q4 = native;
-  info->xnnpack_operators = x.n_ops;
-  info->xnnpack_reserved = x.arena.cap;
-  info->xnnpack_used = x.arena.used;
+  session_get_info(s, info);
   return RLM_OK;
 }
 

@@ -22,7 +22,7 @@ constexpr uint64_t kMaxPosition = 0xfffffff0u;
 // sizes and (null) pointers are written to it then.
 void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, SessionImpl* s) {
   transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, c.n_threads, &s->tf);
-  transformer_xnn_layout(a, m, c.xnnpack, &s->tf);
+  matmul_backend_layout(a, m, c.xnnpack, &s->tf.mm);
   s->batch = static_cast<int32_t*>(a.alloc_2d(1, static_cast<uint64_t>(c.max_pending) + 1,
                                               sizeof(int32_t), kArenaAlignment));
   s->history = a.alloc<int32_t>(c.penalty_window > 0 ? c.penalty_window : 1);
@@ -144,7 +144,7 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   if (k.xnnpack) {
     const char* why = "";
     RLM_CHECK(xnnpack_ready(&why), RLM_ERR_UNSUPPORTED, err, "backend xnnpack: %s", why);
-    RLM_CHECK(xnn_eligible_matrices(m) > 0, RLM_ERR_UNSUPPORTED, err,
+    RLM_CHECK(matmul_xnnpack_matrices(m) > 0, RLM_ERR_UNSUPPORTED, err,
               "backend xnnpack: the model has no f32 weight matrix (XNNPACK runs f32 matrices "
               "only; f16, q8 and q4 ones stay on the native kernels)");
   }
@@ -185,11 +185,11 @@ Status session_create(const ModelImpl& m, const SessionConfig& c, void* mem, siz
                                               c.max_logit_bias, &s->sp, &err));
   s->rng.seed(def.seed);
   session_reset(s);
-  RLM_RETURN_IF_ERROR(transformer_xnn_create(m, &s->tf, &err));
+  RLM_RETURN_IF_ERROR(matmul_backend_create(&s->tf.mm, &err));
   if (c.n_threads > 1 &&
       !(s->tf.pool = thread_pool_start(s->tf.pool_memory, thread_pool_bytes(c.n_threads),
                                        c.n_threads))) {
-    transformer_xnn_release(&s->tf);
+    matmul_backend_release(&s->tf.mm);
     return RLM_ERR_THREADS;
   }
   s->self = s;
@@ -210,8 +210,22 @@ bool session_is_released(const void* mem) {
 
 void session_release(SessionImpl* s) {
   if (s->cfg.n_threads > 1) thread_pool_stop(s->tf.pool);
-  transformer_xnn_release(&s->tf);
+  matmul_backend_release(&s->tf.mm);
   s->magic = kSessionReleased;
+}
+
+void session_get_info(const SessionImpl* s, rlm_session_info* info) {
+  MatmulInfo mi;
+  matmul_info(s->tf.mm, &mi);
+  info->kernels = s->tf.k->name;
+  info->backend = s->cfg.xnnpack ? "xnnpack" : "native";
+  info->matmul_f32 = mi.f32;
+  info->matmul_f16 = mi.f16;
+  info->matmul_q8 = mi.q8;
+  info->matmul_q4 = mi.q4;
+  info->xnnpack_operators = mi.xnnpack_operators;
+  info->xnnpack_reserved = mi.xnnpack_reserved;
+  info->xnnpack_used = mi.xnnpack_used;
 }
 
 void session_reset(SessionImpl* s) {

@@ -93,6 +93,8 @@ bool session_is_released(const void* mem);
 // Stops the session's worker threads and deletes its XNNPACK operators; the handle is invalid
 // afterwards (its header reads as released).
 void session_release(SessionImpl* s);
+// Fills the kernels / backend / matmul fields of rlm_session_info (struct_size checked already).
+void session_get_info(const SessionImpl* s, rlm_session_info* info);
 void session_reset(SessionImpl* s);
 Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool add_bos);
 // parse_special: special-token text becomes its token (kTokenizeParseSpecial).

@@ -1,5 +1,7 @@
-// The Llama-family forward pass over the kernel table: forward(tokens, pos) writes the logits of
-// the last token. Buffers live in the session arena (see transformer_layout).
+// The Llama-family forward pass: forward(tokens, pos) writes the logits of the last token. Norms,
+// RoPE and attention run on the kernel table; every matrix product goes through the matmul layer
+// (matmul.h), whichever backend holds the matrix. Buffers live in the session arena (see
+// transformer_layout).
 #ifndef RINGLM_RUNTIME_TRANSFORMER_H_
 #define RINGLM_RUNTIME_TRANSFORMER_H_
 
@@ -8,40 +10,27 @@
 #include "arena.h"
 #include "kernels/kernels.h"
 #include "kv_ring.h"
+#include "matmul.h"
 #include "model.h"
 #include "platform/threads.h"
-#include "platform/xnnpack_backend.h"
 
 namespace ringlm {
 
+// A layer's vectors; its matrices are the matmul layer's slots (layer, MatRole).
 struct LayerWeights {
-  WeightView attn_norm, wq, wk, wv, wo, ffn_norm, gate, down, up;
+  WeightView attn_norm, ffn_norm;
   WeightView bq, bk, bv;                  // qkv_bias only
   WeightView q_norm, k_norm;              // qk_norm only: (head_dim) shared by all heads
   WeightView post_attn_norm, post_ffn_norm;  // post_norms only
   uint8_t kind;                           // KvKind: global or sliding-window layer
 };
 
-// Matrices the XNNPACK backend may take, as slots: per layer wq, wk, wv, wo, gate, up, down, then
-// one for the output projection.
-constexpr uint32_t kXnnLayerSlots = 7;
-
-// Backend "xnnpack": one XNNPACK operator per (F32 matrix, thread), owning that thread's row slice
-// (the same slices as the native path), created at init in `arena`, a region of the session block.
-struct XnnMatmuls {
-  void** ops;         // (n_slots, n_threads); null: empty slice, or the slot runs natively
-  uint8_t* on;        // (n_slots) 1 = the slot's matrix runs on XNNPACK
-  uint32_t n_slots;   // n_layers * kXnnLayerSlots + 1; 0 = native backend
-  uint32_t n_matrices;  // slots on XNNPACK
-  uint32_t n_ops;     // operators created
-  XnnArena arena;
-};
-
 struct Transformer {
   const KernelTable* k;     // static table; never freed
   Hparams hp;
-  WeightView tok_emb, out_norm, output;  // output = tok_emb when tied
+  WeightView tok_emb, out_norm;
   LayerWeights* layers;     // (n_layers) views into the model bytes
+  Matmuls mm;               // every matrix: Wq .. Down per layer, the output projection
   KvRing kv;
   uint32_t n_batch;         // max tokens per pass
   // Activations for one pass of up to n_batch tokens.
@@ -53,9 +42,6 @@ struct Transformer {
   float* vt;                // (n_batch, kv_dim) new values
   float* hb;                // (n_batch, ffn_dim) gate, then SwiGLU output
   float* hb2;               // (n_batch, ffn_dim) up
-  int8_t* xq;               // (n_batch, act_stride) quantized activations
-  float* xqs;               // (n_batch, act_stride / 32) their scales
-  uint32_t act_stride;      // padded max(dim, q_dim, ffn_dim)
   ThreadPool* pool;         // workers started at init (n_threads - 1 of them); null for one thread
   void* pool_memory;        // (thread_pool_bytes(n_threads)) where init starts the pool, or null
   uint32_t n_threads;
@@ -70,32 +56,17 @@ struct Transformer {
   float* rope_cs_local;     // (n_batch, head_dim): the same for sliding-window layers
   float* rope_sink;         // (head_dim): cos | sin at n_ctx - 1, the sinks' query position
   float* logits;            // (vocab)
-  XnnMatmuls xnn;           // zero unless the session's backend is "xnnpack"
 };
 
 // Reserves every buffer from `a` (measure mode allowed) and fills sizes; weights are resolved
-// separately by transformer_bind (needs real memory).
+// separately by transformer_bind (needs real memory). A backend's operators are the matmul
+// layer's (matmul_backend_layout / _create / _release on `mm`).
 void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
                         rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
                         Transformer* t);
 
 // Resolves the weight views of a verified model (init only; never fails after model_open).
 void transformer_bind(const ModelImpl& m, Transformer* t);
-
-// Matrices of a verified model the XNNPACK backend takes (F32 weights of the matmuls).
-uint32_t xnn_eligible_matrices(const ModelImpl& m);
-
-// Backend "xnnpack": reserves the operator table and XNNPACK's region — an upper bound computed
-// from the shapes (xnnpack_f32_fc_bound per operator) — from `a` (measure mode allowed). Call
-// after transformer_layout; does nothing when !use_xnn.
-void transformer_xnn_layout(Arena& a, const ModelImpl& m, bool use_xnn, Transformer* t);
-
-// Creates the XNNPACK operators (init, after transformer_bind; the caller's thread). On failure
-// (RLM_ERR_BACKEND) the ones created are deleted again.
-Status transformer_xnn_create(const ModelImpl& m, Transformer* t, ErrorSink* err);
-
-// Deletes the XNNPACK operators (after the workers are joined). Idempotent.
-void transformer_xnn_release(Transformer* t);
 
 // Runs tokens[0..n) at positions pos0.. (n <= n_batch, tokens in range — checked by the caller),
 // writing K/V into the ring and the last token's logits into t->logits.
