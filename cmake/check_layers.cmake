@@ -14,7 +14,7 @@
 #   public     the C ABI and its C++ wrapper                       (runtime/include/ringlm/)
 #   schema     the FlatBuffers header generated from schema/model.fbs
 #   runtime    libringlm: model, session, transformer, ...         (runtime/)
-#   convert    the converter library                              (convert/ or tools/convert/)
+#   convert    the converter library                              (convert/)
 #   tools      the ringlm command                                 (tools/)
 #   bindings, examples: the public header only.
 # tests/ and fuzz/ may include anything and are not checked.
@@ -38,8 +38,6 @@ function(layer_of rel out)
     set(${out} public PARENT_SCOPE)
   elseif(rel MATCHES "^(runtime|kernels|platform|convert|bindings|examples)/")
     set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
-  elseif(rel MATCHES "^tools/convert/")
-    set(${out} convert PARENT_SCOPE)
   elseif(rel MATCHES "^tools/")
     set(${out} tools PARENT_SCOPE)
   else()

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "../tools/convert/ir.h"
+#include "../convert/ir.h"
 
 namespace ringlm_test {
 

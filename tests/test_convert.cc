@@ -1,4 +1,4 @@
-// The converter (tools/convert) against the real checkpoints in ../shared and against small
+// The converter (convert/) against the real checkpoints in ../shared and against small
 // synthetic GGUF / Hugging Face inputs built here; plus the `ringlm convert` / `ringlm inspect`
 // command lines.
 //

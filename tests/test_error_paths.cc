@@ -978,7 +978,7 @@ TEST_F(ErrorPaths, StopStringCompletedByTheEndOfTurnReplacementIsNotReleased) {
       << "the stop string was released";
 }
 
-// tools/convert/hf.cc read_tokenizer_json: nlohmann::json type errors (json::value / get on a
+// convert/hf.cc read_tokenizer_json: nlohmann::json type errors (json::value / get on a
 // value of another type) escaped and terminated `ringlm convert`.
 TEST(FuzzFindings, HfTokenizerJsonWithWrongTypesIsAnErrorNotAnException) {
   const std::string dir = temp_dir();

@@ -173,7 +173,7 @@ int cmd_embed(int argc, char** argv) {
     return 2;
   }
   // Refuse a non-regular, symlinked or read-only target before reading the model (the same
-  // policy as `ringlm convert -o`: tools/convert/output_file.h).
+  // policy as `ringlm convert -o`: convert/output_file.h).
   for (const std::string* p : {&out_path, &header_path}) {
     std::string err;
     if (!p->empty() && !ringlm::conv::check_output_target(*p, &err)) {
