@@ -1164,7 +1164,15 @@ TEST(Cli, ConvertThenInspectJson) {
                                      &text),
             0)
       << text;
-  EXPECT_NE(text.find("w1.0"), std::string::npos) << text;  // per-tensor error lines
+  EXPECT_EQ(text.find("w1.0"), std::string::npos) << text;  // a summary by default
+  EXPECT_NE(text.find("relative RMSE mean"), std::string::npos) << text;
+  EXPECT_NE(text.find("verified OK"), std::string::npos) << text;
+  ASSERT_EQ(ringlm_test::run_command(ringlm_test::ringlm_bin() + " convert '" + bin +
+                                         "' --tokenizer '" + tok + "' --quant q8 -v -o '" + out + "'",
+                                     &text),
+            0)
+      << text;
+  EXPECT_NE(text.find("w1.0"), std::string::npos) << text;  // -v: per-tensor error lines
   EXPECT_NE(text.find("verified OK"), std::string::npos) << text;
   ASSERT_EQ(ringlm_test::run_command(ringlm_test::ringlm_bin() + " inspect --json '" + out + "'", &text), 0);
   const json j = json::parse(text);

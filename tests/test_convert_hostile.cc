@@ -565,7 +565,7 @@ TEST(HostileCli, ConvertRefusesNanUnlessAllowed) {
   EXPECT_TRUE(contains(out, "tensor 'blk.0.ffn_down.weight' has a non-finite value (nan)")) << out;
   EXPECT_FALSE(contains(out, "verified OK")) << out;
   EXPECT_EQ(ringlm_test::run_command(
-                b + " convert " + src + " --quant q8 --allow-non-finite -o " + dst + " 2>&1", &out),
+                b + " convert " + src + " --quant q8 --allow-non-finite -v -o " + dst + " 2>&1", &out),
             0)
       << out;
   EXPECT_TRUE(contains(out, "non-finite values stored")) << out;

@@ -22,8 +22,10 @@ void usage(FILE* f) {
           "\n"
           "SOURCE is one of\n"
           "  a llama2.c legacy float checkpoint (.bin; needs --tokenizer tokenizer.bin)\n"
-          "  a GGUF file (architecture llama; F32/F16/BF16/Q8_0/Q4_0 tensors)\n"
-          "  a Hugging Face Llama directory (config.json, model.safetensors, tokenizer.json)\n"
+          "  a GGUF v3 file (llama, qwen2, qwen3, gemma2, gemma3, phi3 architectures;\n"
+          "                     F32/F16/BF16/Q8_0/Q4_0 tensors)\n"
+          "  a Hugging Face model directory (config.json, model.safetensors or its shards,\n"
+          "                     tokenizer.json) of the same families\n"
           "\n"
           "options:\n"
           "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin / tok512.bin)\n"
@@ -33,7 +35,9 @@ void usage(FILE* f) {
           "  -o, --output OUT   output model file (written to a temporary file, verified, renamed;\n"
           "                     an existing OUT must be a writable regular file: directories,\n"
           "                     devices, FIFOs and symbolic links are refused, never replaced)\n"
-          "  -q, --quiet        no per-tensor lines or progress bar\n"
+          "  -v, --verbose      one line per tensor (its encoding, and the relative RMSE of\n"
+          "                     each re-encoded one); by default only a summary line\n"
+          "  -q, --quiet        no header line or progress bar either\n"
           "  --allow-non-finite store NaN / infinite weights (and values the target type\n"
           "                     overflows to inf) instead of refusing the tensor; such a\n"
           "                     model runs but computes NaN wherever they are used\n"
@@ -54,7 +58,7 @@ int cmd_convert(int argc, char** argv) {
   ringlm::conv::ConvertOptions opts;
   std::string out, synthetic, chat;
   uint32_t layers = 0, seed = 1;
-  bool quiet = false;
+  bool quiet = false, verbose = false;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     auto value = [&](const char* flag) -> const char* {
@@ -107,6 +111,8 @@ int cmd_convert(int argc, char** argv) {
       }
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       quiet = true;
+    } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+      verbose = true;
     } else if (!strcmp(a, "--allow-non-finite")) {
       opts.allow_non_finite = true;
     } else if (a[0] == '-' && a[1] != '\0') {
@@ -149,7 +155,7 @@ int cmd_convert(int argc, char** argv) {
     }
   }
   opts.progress = !quiet;
-  opts.log = quiet ? nullptr : &std::cout;
+  opts.log = verbose ? &std::cout : nullptr;
   if (!synthetic.empty()) {
     ringlm::conv::SyntheticOptions so;
     so.n_layers_override = layers;
