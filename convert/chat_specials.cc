@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 namespace {
@@ -69,4 +69,4 @@ bool add_chat_specials(const std::string& format, ModelData* m, std::string* err
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

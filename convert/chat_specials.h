@@ -8,7 +8,7 @@
 
 #include "convert/ir.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 // `format` is chatml | llama3 | gemma | phi3. Replaces the last pieces of the vocabulary with
@@ -18,6 +18,6 @@ namespace conv {
 bool add_chat_specials(const std::string& format, ModelData* model, std::string* err);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_CHAT_SPECIALS_H_

@@ -17,7 +17,7 @@
 #include "convert/writer.h"
 #include "model.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 SourceKind detect_source(const std::string& path) {
@@ -154,4 +154,4 @@ bool write_model_file(const ModelData& model, const ConvertOptions& opts,
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

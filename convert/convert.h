@@ -11,7 +11,7 @@
 
 #include "convert/ir.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 struct ConvertOptions {
@@ -74,6 +74,6 @@ const char* dtype_name(fb::DType t);
 bool parse_dtype(const std::string& s, fb::DType* out);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_CONVERT_H_

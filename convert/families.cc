@@ -9,7 +9,7 @@
 
 #include "convert/json_config.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -702,4 +702,4 @@ bool check_family_tensors(const ModelData& m,
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -21,7 +21,7 @@
 
 #include "convert/ir.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 // The family named by a config's model_type (or, without one, its first architectures entry):
@@ -91,6 +91,6 @@ bool check_family_tensors(const ModelData& m,
 const char* family_display_name(fb::Family f);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_FAMILIES_H_

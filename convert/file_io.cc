@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 const char* file_kind_name(unsigned mode) {
@@ -162,4 +162,4 @@ bool is_directory(const std::string& path) {
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

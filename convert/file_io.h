@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 // Opens `path` read-only (O_CLOEXEC) if it is a regular file; -1 with *err otherwise. The open
@@ -79,6 +79,6 @@ bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_FILE_IO_H_

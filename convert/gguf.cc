@@ -21,7 +21,7 @@
 #include "model.h"
 #include "quant.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -916,4 +916,4 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -20,7 +20,7 @@
 #include "convert/safetensors.h"
 #include "model.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -484,4 +484,4 @@ bool read_hf_tokenizer(const std::string& path, TokenizerData* out, std::string*
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

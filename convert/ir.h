@@ -12,7 +12,7 @@
 
 #include "model_generated.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 struct TokenizerData {
@@ -108,6 +108,6 @@ bool read_llama2c_tokenizer(const std::string& path, uint32_t vocab_size, Tokeni
                             std::string* err);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_IR_H_

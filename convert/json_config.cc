@@ -3,7 +3,7 @@
 
 #include "convert/file_io.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 using json = nlohmann::json;
@@ -49,4 +49,4 @@ bool json_float(const json& cfg, const char* key, float* out, std::string* err) 
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 // Parses the file `path` into *out; false with *err (naming `path`) when it cannot be read, is
@@ -26,6 +26,6 @@ bool json_u32(const nlohmann::json& cfg, const char* key, bool required, uint32_
 bool json_float(const nlohmann::json& cfg, const char* key, float* out, std::string* err);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_JSON_CONFIG_H_

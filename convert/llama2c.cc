@@ -15,7 +15,7 @@
 #include "convert/readers.h"
 #include "model.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -172,4 +172,4 @@ bool read_llama2c(const std::string& path, const std::string& tokenizer_path, Mo
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

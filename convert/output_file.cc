@@ -15,7 +15,7 @@
 
 #include "convert/file_io.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -198,4 +198,4 @@ void TempOutput::discard() {
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

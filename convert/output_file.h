@@ -16,7 +16,7 @@
 
 #include <string>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 // True when `path` may be created or replaced under the policy above; false with *err naming
@@ -62,6 +62,6 @@ bool same_file(const std::string& a, const std::string& b);
 bool free_bytes_on(int fd, uint64_t* out);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_OUTPUT_FILE_H_

@@ -7,7 +7,7 @@
 
 #include "convert/ir.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 // llama2.c legacy (v0) float checkpoint + llama2.c tokenizer.bin.
@@ -37,6 +37,6 @@ bool read_hf_tokenizer(const std::string& path, TokenizerData* out, std::string*
 void dedupe_merges(TokenizerData* t);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_READERS_H_

@@ -7,7 +7,7 @@
 
 #include "kernels/scalar.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -145,4 +145,4 @@ bool load_safetensors_f32(const SafetensorsEntry& e, const std::string& name,
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

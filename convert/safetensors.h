@@ -15,7 +15,7 @@
 
 #include "convert/file_io.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 struct SafetensorsEntry {
@@ -36,6 +36,6 @@ bool load_safetensors_f32(const SafetensorsEntry& e, const std::string& name,
                           std::vector<float>* out, std::string* err);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_SAFETENSORS_H_

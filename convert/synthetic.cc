@@ -16,7 +16,7 @@
 #include "model.h"
 #include "quant.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -454,4 +454,4 @@ bool synthetic_model(const std::string& spec, uint32_t seed, const SyntheticOpti
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

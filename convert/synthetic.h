@@ -14,7 +14,7 @@
 
 #include "convert/ir.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 struct SyntheticOptions {
@@ -82,6 +82,6 @@ bool synthetic_from_shape(const SyntheticShape& shape, uint32_t seed, const Synt
 bool synthetic_tokenizer(uint32_t vocab_size, TokenizerData* out, std::string* err);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_SYNTHETIC_H_

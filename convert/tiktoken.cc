@@ -10,7 +10,7 @@
 #include "model.h"
 #include "unicode.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -220,4 +220,4 @@ bool read_tiktoken(const std::string& path, TokenizerData* out, std::string* err
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

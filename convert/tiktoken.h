@@ -6,7 +6,7 @@
 
 #include "convert/ir.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 // Reads a tiktoken rank file into a ByteLevel vocabulary:
@@ -33,6 +33,6 @@ bool read_tiktoken(const std::string& path, TokenizerData* out, std::string* err
 bool looks_like_tiktoken(const std::string& head);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_TIKTOKEN_H_

@@ -9,7 +9,7 @@
 #include "convert/file_io.h"
 #include "convert/ir.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 flatbuffers::Offset<fb::Tokenizer> build_tokenizer(flatbuffers::FlatBufferBuilder& fbb,
@@ -135,4 +135,4 @@ bool read_llama2c_tokenizer(const std::string& path, uint32_t vocab_size, Tokeni
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -17,7 +17,7 @@
 #include "quant.h"
 #include "ringlm/ringlm.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 namespace {
 
@@ -512,4 +512,4 @@ bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
 }
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal

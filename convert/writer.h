@@ -8,7 +8,7 @@
 
 #include "convert/convert.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace conv {
 
 // Receives the file bytes in order; returns false (with *err) to abort.
@@ -37,6 +37,6 @@ bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
                        ConvertStats* stats = nullptr, bool allow_non_finite = false);
 
 }  // namespace conv
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_TOOLS_CONVERT_WRITER_H_

@@ -16,7 +16,7 @@ bool run_reader(F&& read, std::string*) {
   return read();
 }
 
-inline void convert_and_exercise(const ringlm::conv::ModelData& md, uint8_t selector) {
+inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, uint8_t selector) {
   // Keep each input cheap: the weights are bounded by the input size anyway.
   uint64_t elems = 0;
   for (const auto& t : md.tensors) {
@@ -25,18 +25,18 @@ inline void convert_and_exercise(const ringlm::conv::ModelData& md, uint8_t sele
     elems += n;
   }
   if (elems > (8u << 20)) return;
-  const ringlm::fb::DType quants[4] = {ringlm::fb::DType::F32, ringlm::fb::DType::F16,
-                                       ringlm::fb::DType::Q8, ringlm::fb::DType::Q4};
-  const ringlm::fb::DType q = quants[selector % 4];
+  const ringlm::internal::fb::DType quants[4] = {ringlm::internal::fb::DType::F32, ringlm::internal::fb::DType::F16,
+                                       ringlm::internal::fb::DType::Q8, ringlm::internal::fb::DType::Q4};
+  const ringlm::internal::fb::DType q = quants[selector % 4];
   std::vector<uint8_t> bytes;
   std::string err;
-  if (!ringlm::conv::build_model_bytes(md, q, &bytes, &err)) {
+  if (!ringlm::internal::conv::build_model_bytes(md, q, &bytes, &err)) {
     FUZZ_CHECK(!err.empty(), "build_model_bytes failed without a message");
     if (getenv("RINGLM_FUZZ_VERBOSE")) fprintf(stderr, "  refused: %s\n", err.c_str());
     // Refused (e.g. a NaN / infinite weight): what --allow-non-finite stores instead must still
     // verify and run (fuzz/regressions/llama2c/nan-weight-q8 reaches quantize_row_q8 this way).
     err.clear();
-    if (!ringlm::conv::build_model_bytes(md, q, &bytes, &err, nullptr, false,
+    if (!ringlm::internal::conv::build_model_bytes(md, q, &bytes, &err, nullptr, false,
                                          /*allow_non_finite=*/true)) {
       FUZZ_CHECK(!err.empty(), "build_model_bytes failed without a message");
       return;
@@ -47,7 +47,7 @@ inline void convert_and_exercise(const ringlm::conv::ModelData& md, uint8_t sele
   std::string msg;
   const rlm_status st = exercise_model(a.data(), a.size(), {1, 2, 3, 5, 8}, 4, &msg);
   FUZZ_CHECK(st == RLM_OK, "converted model (%s) does not verify: %s: %s",
-             ringlm::conv::dtype_name(q), rlm_status_string(st), msg.c_str());
+             ringlm::internal::conv::dtype_name(q), rlm_status_string(st), msg.c_str());
 }
 
 }  // namespace ringlm_fuzz

@@ -10,11 +10,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = scratch_dir() + "/in.gguf";
   FUZZ_CHECK(write_file(path, std::string(reinterpret_cast<const char*>(data), size)), "write");
   std::string err;
-  ringlm::conv::TokenizerData td;
-  if (!ringlm::conv::read_gguf_tokenizer(path, &td, &err)) FUZZ_CHECK(!err.empty(), "no message");
-  ringlm::conv::ModelData md;
+  ringlm::internal::conv::TokenizerData td;
+  if (!ringlm::internal::conv::read_gguf_tokenizer(path, &td, &err)) FUZZ_CHECK(!err.empty(), "no message");
+  ringlm::internal::conv::ModelData md;
   err.clear();
-  if (!ringlm::conv::read_gguf(path, &md, &err)) {
+  if (!ringlm::internal::conv::read_gguf(path, &md, &err)) {
     FUZZ_CHECK(!err.empty(), "read_gguf failed without a message");
     if (getenv("RINGLM_FUZZ_VERBOSE")) fprintf(stderr, "  rejected: %s\n", err.c_str());
     return 0;

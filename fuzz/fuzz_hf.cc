@@ -34,14 +34,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::string err;
   if (parts.size() > 2 && !parts[2].empty()) {
-    ringlm::conv::TokenizerData td;
-    if (!run_reader([&] { return ringlm::conv::read_hf_tokenizer(dir + "/tokenizer.json", &td, &err); }, &err)) {
+    ringlm::internal::conv::TokenizerData td;
+    if (!run_reader([&] { return ringlm::internal::conv::read_hf_tokenizer(dir + "/tokenizer.json", &td, &err); }, &err)) {
       FUZZ_CHECK(!err.empty(), "read_hf_tokenizer failed without a message");
     }
   }
-  ringlm::conv::ModelData md;
+  ringlm::internal::conv::ModelData md;
   err.clear();
-  if (!run_reader([&] { return ringlm::conv::read_hf(dir, &md, &err); }, &err)) {
+  if (!run_reader([&] { return ringlm::internal::conv::read_hf(dir, &md, &err); }, &err)) {
     FUZZ_CHECK(!err.empty(), "read_hf failed without a message");
     if (getenv("RINGLM_FUZZ_VERBOSE")) fprintf(stderr, "  rejected: %s\n", err.c_str());
     return 0;

@@ -11,9 +11,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string tok = scratch_dir() + "/tokenizer.bin";
   FUZZ_CHECK(write_file(ckpt, parts[0]), "write");
   FUZZ_CHECK(write_file(tok, parts.size() > 1 ? parts[1] : std::string()), "write");
-  ringlm::conv::ModelData md;
+  ringlm::internal::conv::ModelData md;
   std::string err;
-  if (!ringlm::conv::read_llama2c(ckpt, tok, &md, &err)) {
+  if (!ringlm::internal::conv::read_llama2c(ckpt, tok, &md, &err)) {
     FUZZ_CHECK(!err.empty(), "read_llama2c failed without a message");
     if (getenv("RINGLM_FUZZ_VERBOSE")) fprintf(stderr, "  rejected: %s\n", err.c_str());
     return 0;

@@ -32,8 +32,8 @@ struct Model {
 Model* models[3];
 
 void build_models() {
-  const ringlm::fb::DType q[3] = {ringlm::fb::DType::F32, ringlm::fb::DType::Q8,
-                                  ringlm::fb::DType::Q4};
+  const ringlm::internal::fb::DType q[3] = {ringlm::internal::fb::DType::F32, ringlm::internal::fb::DType::Q8,
+                                  ringlm::internal::fb::DType::Q4};
   for (int i = 0; i < 3; ++i) {
     ringlm_test::RandomModelShape shape;
     shape.dim = 32;

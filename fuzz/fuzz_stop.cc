@@ -16,9 +16,9 @@
 #include "stop.h"
 
 using namespace ringlm_fuzz;
-using ringlm::Arena;
-using ringlm::StopStrings;
-using ringlm::TextStream;
+using ringlm::internal::Arena;
+using ringlm::internal::StopStrings;
+using ringlm::internal::TextStream;
 
 namespace {
 
@@ -88,20 +88,20 @@ Outcome run(const std::vector<std::string>& stops_in, uint32_t budget, uint32_t 
   Arena measure(nullptr, 0);
   StopStrings st0;
   TextStream ts0;
-  ringlm::stop_strings_layout(measure, max_strings, budget, &st0);
-  ringlm::text_stream_layout(measure, budget, max_piece, &ts0);
+  ringlm::internal::stop_strings_layout(measure, max_strings, budget, &st0);
+  ringlm::internal::text_stream_layout(measure, budget, max_piece, &ts0);
   static Aligned mem;
   mem.resize_fill(measure.used(), 0xCC);
   Arena a(mem.data(), measure.used());
   StopStrings stops;
   TextStream ts;
-  ringlm::stop_strings_layout(a, max_strings, budget, &stops);
-  ringlm::text_stream_layout(a, budget, max_piece, &ts);
+  ringlm::internal::stop_strings_layout(a, max_strings, budget, &stops);
+  ringlm::internal::text_stream_layout(a, budget, max_piece, &ts);
   FUZZ_CHECK(a.ok(), "arena");
   char errbuf[256];
-  ringlm::ErrorSink err{errbuf, sizeof errbuf};
+  ringlm::internal::ErrorSink err{errbuf, sizeof errbuf};
   for (const std::string& s : stops_in) {
-    const rlm_status r = ringlm::stop_strings_add(&stops, s.data(), s.size(), &err);
+    const rlm_status r = ringlm::internal::stop_strings_add(&stops, s.data(), s.size(), &err);
     if (r == RLM_OK) {
       FUZZ_CHECK(!s.empty() && valid_utf8(s.data(), s.size()), "accepted a bad stop string");
       if (accepted) accepted->push_back(s);
@@ -116,7 +116,7 @@ Outcome run(const std::vector<std::string>& stops_in, uint32_t budget, uint32_t 
     const char* out = nullptr;
     size_t len = 0;
     o.pushed += pushes[k];
-    const bool hit = ringlm::text_stream_push(&ts, stops, pushes[k].data(), pushes[k].size(), &out, &len);
+    const bool hit = ringlm::internal::text_stream_push(&ts, stops, pushes[k].data(), pushes[k].size(), &out, &len);
     FUZZ_CHECK(out != nullptr, "null output");
     FUZZ_CHECK(valid_utf8(out, len), "push released invalid UTF-8");
     o.text.append(out, len);
@@ -129,7 +129,7 @@ Outcome run(const std::vector<std::string>& stops_in, uint32_t budget, uint32_t 
   o.before_finish = o.text;
   const char* out = nullptr;
   size_t len = 0;
-  if (ringlm::text_stream_finish(&ts, stops, &out, &len)) {
+  if (ringlm::internal::text_stream_finish(&ts, stops, &out, &len)) {
     o.stopped = true;  // the end-of-turn U+FFFD completed a stop string
     o.at_finish = true;
     o.stop_push = pushes.size();

@@ -17,7 +17,7 @@
 #include "tokenizer.h"
 
 using namespace ringlm_fuzz;
-namespace fb = ringlm::fb;
+namespace fb = ringlm::internal::fb;
 
 namespace {
 
@@ -32,7 +32,7 @@ struct Table {
 
 std::vector<Table>* tables;
 
-bool has_all_byte_tokens(const ringlm::conv::TokenizerData& t) {
+bool has_all_byte_tokens(const ringlm::internal::conv::TokenizerData& t) {
   int found = 0;
   for (size_t i = 0; i < t.pieces.size(); ++i) {
     if (t.types[i] == fb::TokenType::Byte) ++found;
@@ -40,17 +40,17 @@ bool has_all_byte_tokens(const ringlm::conv::TokenizerData& t) {
   return found >= 256;
 }
 
-void add_table(const std::string& name, const ringlm::conv::TokenizerData& td) {
+void add_table(const std::string& name, const ringlm::internal::conv::TokenizerData& td) {
   Table t;
   t.name = name;
-  t.buf = ringlm::conv::tokenizer_only_buffer(td);
+  t.buf = ringlm::internal::conv::tokenizer_only_buffer(td);
   t.tok = flatbuffers::GetRoot<fb::Tokenizer>(t.buf.data());
   t.vocab = static_cast<uint32_t>(td.pieces.size());
   t.byte_level = td.kind == fb::TokenizerKind::ByteLevel;
   t.round_trip = t.byte_level || (td.byte_fallback && has_all_byte_tokens(td));
   char e[256];
-  ringlm::ErrorSink err{e, sizeof e};
-  if (ringlm::verify_tokenizer(t.tok, t.vocab, &err) != RLM_OK) {
+  ringlm::internal::ErrorSink err{e, sizeof e};
+  if (ringlm::internal::verify_tokenizer(t.tok, t.vocab, &err) != RLM_OK) {
     fprintf(stderr, "fuzz_tokenizer: %s does not verify: %s\n", name.c_str(), e);
     abort();
   }
@@ -66,7 +66,7 @@ void build_tables() {
     fprintf(stderr, "fuzz_tokenizer: no ../shared: nothing to fuzz\n");
     return;
   }
-  using namespace ringlm::conv;
+  using namespace ringlm::internal::conv;
   std::string err;
   TokenizerData td;
   if (read_llama2c_tokenizer(dir + "/models/stories260K/tok512.bin", 512, &td, &err))
@@ -99,10 +99,10 @@ void build_tables() {
 
 std::string decode(const Table& t, const int32_t* ids, size_t n, uint32_t flags) {
   std::string s;
-  char buf[ringlm::kMaxPieceBytes];
+  char buf[ringlm::internal::kMaxPieceBytes];
   int32_t prev = -1;
   for (size_t i = 0; i < n; ++i) {
-    const size_t m = ringlm::token_text_ex(t.tok, prev, ids[i], flags, buf, sizeof buf);
+    const size_t m = ringlm::internal::token_text_ex(t.tok, prev, ids[i], flags, buf, sizeof buf);
     FUZZ_CHECK(m <= sizeof buf, "piece of %zu bytes", m);
     s.append(buf, m);
     prev = ids[i];
@@ -126,15 +126,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t len = size - 2;
   if (len > 4096) return 0;
   uint32_t flags = 0;
-  if (mode & 1) flags |= ringlm::kTokenizeAddBos;
-  if (mode & 2) flags |= ringlm::kTokenizeParseSpecial;
+  if (mode & 1) flags |= ringlm::internal::kTokenizeAddBos;
+  if (mode & 2) flags |= ringlm::internal::kTokenizeParseSpecial;
 
-  const size_t scratch_need = ringlm::tokenize_scratch_bytes(t.tok, len);
+  const size_t scratch_need = ringlm::internal::tokenize_scratch_bytes(t.tok, len);
   FUZZ_CHECK(scratch_need != SIZE_MAX, "scratch");
   std::vector<uint8_t> scratch(scratch_need);
   std::vector<int32_t> ids(3 * len + 8);
   size_t n = 0;
-  rlm_status st = ringlm::tokenize_ex(t.tok, t.vocab, text, len, flags, ids.data(), ids.size(), &n,
+  rlm_status st = ringlm::internal::tokenize_ex(t.tok, t.vocab, text, len, flags, ids.data(), ids.size(), &n,
                                       scratch.data(), scratch.size(), nullptr);
   FUZZ_CHECK(st == RLM_OK, "%s: tokenize: %s (len %zu)", t.name.c_str(), rlm_status_string(st), len);
   FUZZ_CHECK(n <= ids.size(), "n_out");
@@ -146,14 +146,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     std::vector<int32_t> exact(n);
     size_t n2 = 0;
-    st = ringlm::tokenize_ex(t.tok, t.vocab, text, len, flags, n ? exact.data() : nullptr, n, &n2,
+    st = ringlm::internal::tokenize_ex(t.tok, t.vocab, text, len, flags, n ? exact.data() : nullptr, n, &n2,
                              scratch.data(), scratch.size(), nullptr);
     FUZZ_CHECK(st == RLM_OK && n2 == n && (n == 0 || memcmp(exact.data(), ids.data(), n * 4) == 0),
                "%s: not deterministic / exact capacity failed", t.name.c_str());
     if (n > 0) {
       std::vector<int32_t> small(n - 1);
       size_t n3 = 0;
-      st = ringlm::tokenize_ex(t.tok, t.vocab, text, len, flags, n > 1 ? small.data() : nullptr,
+      st = ringlm::internal::tokenize_ex(t.tok, t.vocab, text, len, flags, n > 1 ? small.data() : nullptr,
                                n - 1, &n3, scratch.data(), scratch.size(), nullptr);
       FUZZ_CHECK(st == RLM_ERR_CAPACITY && n3 == n, "%s: capacity n-1: %s n_out %zu (need %zu)",
                  t.name.c_str(), rlm_status_string(st), n3, n);
@@ -165,7 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<uint8_t> sc(smaller);
     std::vector<int32_t> out(n + 4);
     size_t n4 = 0;
-    st = ringlm::tokenize_ex(t.tok, t.vocab, text, len, flags, out.data(), out.size(), &n4,
+    st = ringlm::internal::tokenize_ex(t.tok, t.vocab, text, len, flags, out.data(), out.size(), &n4,
                              smaller ? sc.data() : nullptr, smaller, nullptr);
     FUZZ_CHECK(st == RLM_ERR_BUFFER_TOO_SMALL ||
                    (st == RLM_OK && n4 == n && memcmp(out.data(), ids.data(), n * 4) == 0),
@@ -173,14 +173,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // Round trip (without BOS: it decodes to nothing anyway, but keeps `prev` honest).
-  if (t.round_trip && !(flags & ringlm::kTokenizeAddBos)) {
+  if (t.round_trip && !(flags & ringlm::internal::kTokenizeAddBos)) {
     const std::string in(text, len);
     bool applies = true;
     if (!t.byte_level) {
       applies = in.find("\xE2\x96\x81") == std::string::npos;  // U+2581 decodes to a space
     }
     if (applies) {
-      const uint32_t dflags = (flags & ringlm::kTokenizeParseSpecial) ? ringlm::kTokenTextSpecial : 0;
+      const uint32_t dflags = (flags & ringlm::internal::kTokenizeParseSpecial) ? ringlm::internal::kTokenTextSpecial : 0;
       const std::string back = decode(t, ids.data(), n, dflags);
       FUZZ_CHECK(back == in, "%s: round trip differs (flags %u): %zu bytes in, %zu out",
                  t.name.c_str(), flags, in.size(), back.size());
@@ -190,7 +190,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Pre-tokenizer words.
   if (t.byte_level) {
     std::vector<uint32_t> ends(len + 1);
-    const size_t words = ringlm::pretokenize(t.tok->pre_tokenizer(), text, len, ends.data(), ends.size());
+    const size_t words = ringlm::internal::pretokenize(t.tok->pre_tokenizer(), text, len, ends.data(), ends.size());
     FUZZ_CHECK(words <= len, "words %zu > len %zu", words, len);
     uint32_t prev = 0;
     for (size_t i = 0; i < words; ++i) {

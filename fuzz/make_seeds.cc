@@ -107,7 +107,7 @@ TokenizerData bpe_tokenizer() {
   t.bos_id = n - 6;
   t.eos_id = n - 5;
   t.end_ids = {n - 5, n - 4};
-  ringlm::conv::dedupe_merges(&t);
+  ringlm::internal::conv::dedupe_merges(&t);
   return t;
 }
 
@@ -236,7 +236,7 @@ std::vector<Shape> shapes() {
 std::string model_bytes(const ModelData& m, fb::DType q) {
   std::vector<uint8_t> bytes;
   std::string err;
-  if (!ringlm::conv::build_model_bytes(m, q, &bytes, &err)) {
+  if (!ringlm::internal::conv::build_model_bytes(m, q, &bytes, &err)) {
     fprintf(stderr, "make_seeds: build_model_bytes: %s\n", err.c_str());
     exit(1);
   }
@@ -262,18 +262,18 @@ void model_open_seeds(const TokenizerData& sp, const TokenizerData& bpe, const s
     for (fb::DType q : qs) {
       ModelData m = random_family_model(s.arch, (k % 2) ? bpe : sp, 100 + k);
       if (k % 3 == 0) m.chat_template = kChatTemplate;
-      seed("model_open", std::string(s.name) + "-" + ringlm::conv::dtype_name(q) + ".rlm",
+      seed("model_open", std::string(s.name) + "-" + ringlm::internal::conv::dtype_name(q) + ".rlm",
            model_bytes(m, q));
       ++k;
     }
   }
   if (!shared.empty()) {
-    ringlm::conv::ConvertOptions o;
+    ringlm::internal::conv::ConvertOptions o;
     o.source = shared + "/models/stories260K/stories260K.bin";
     o.tokenizer = shared + "/models/stories260K/tok512.bin";
     ModelData m;
     std::string err;
-    if (ringlm::conv::load_source(o, &m, &err)) seed("model_open", "stories260K-q4.rlm", model_bytes(m, fb::DType::Q4));
+    if (ringlm::internal::conv::load_source(o, &m, &err)) seed("model_open", "stories260K-q4.rlm", model_bytes(m, fb::DType::Q4));
   }
   seed("model_open", "empty", "");
   seed("model_open", "header-only", std::string("\x10\x00\x00\x00RLM1", 8) + std::string(16, '\0'));
@@ -353,7 +353,7 @@ void hf_seeds(const TokenizerData& sp, const TokenizerData& bpe, const std::stri
   TokenizerData tiny;
   std::string err;
   const bool have_tiny = !tiny_json.empty() &&
-      ringlm::conv::read_hf_tokenizer(shared + "/models/tinystories-656k/tokenizer.json", &tiny, &err);
+      ringlm::internal::conv::read_hf_tokenizer(shared + "/models/tinystories-656k/tokenizer.json", &tiny, &err);
   const json gen = {{"bos_token_id", 1}, {"eos_token_id", {2, 3}}, {"temperature", 0.7},
                     {"top_k", 20}, {"top_p", 0.9}};
   const json tcfg = {{"add_bos_token", true}, {"chat_template", kChatTemplate},
@@ -584,7 +584,7 @@ int main(int argc, char** argv) {
   TokenizerData tok512;
   std::string err;
   const bool have512 = !shared.empty() &&
-      ringlm::conv::read_llama2c_tokenizer(shared + "/models/stories260K/tok512.bin", 512, &tok512, &err);
+      ringlm::internal::conv::read_llama2c_tokenizer(shared + "/models/stories260K/tok512.bin", 512, &tok512, &err);
   model_open_seeds(sp, bpe, shared);
   gguf_seeds(sp, bpe, have512 ? &tok512 : nullptr);
   hf_seeds(sp, bpe, shared);

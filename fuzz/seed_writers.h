@@ -22,10 +22,10 @@
 
 namespace ringlm_fuzz {
 
-namespace fb = ringlm::fb;
-using ringlm::conv::ModelData;
-using ringlm::conv::TensorData;
-using ringlm::conv::TokenizerData;
+namespace fb = ringlm::internal::fb;
+using ringlm::internal::conv::ModelData;
+using ringlm::internal::conv::TensorData;
+using ringlm::internal::conv::TokenizerData;
 using ringlm_test::GgufWriter;
 
 inline void put_bytes(std::string* o, const void* p, size_t n) {
@@ -48,14 +48,14 @@ inline std::string ggml_bytes(const std::vector<float>& values, uint32_t type) {
     case GgufWriter::kF32: return ringlm_test::f32_bytes(values);
     case GgufWriter::kBF16: return ringlm_test::bf16_bytes(values);
     case GgufWriter::kF16:
-      for (float f : values) put<uint16_t>(&data, ringlm::f32_to_fp16(f));
+      for (float f : values) put<uint16_t>(&data, ringlm::internal::f32_to_fp16(f));
       break;
     case GgufWriter::kQ8_0:
       for (size_t b = 0; b < values.size() / 32; ++b) {
         float amax = 0;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(values[b * 32 + j]));
         const float d = amax / 127.0f;
-        put<uint16_t>(&data, ringlm::f32_to_fp16(d));
+        put<uint16_t>(&data, ringlm::internal::f32_to_fp16(d));
         for (int j = 0; j < 32; ++j) {
           const float q = d ? values[b * 32 + j] / d : 0.0f;
           put<int8_t>(&data, static_cast<int8_t>(std::lround(q)));
@@ -67,7 +67,7 @@ inline std::string ggml_bytes(const std::vector<float>& values, uint32_t type) {
         float amax = 0;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(values[b * 32 + j]));
         const float d = amax / 7.0f;
-        put<uint16_t>(&data, ringlm::f32_to_fp16(d));
+        put<uint16_t>(&data, ringlm::internal::f32_to_fp16(d));
         for (int j = 0; j < 16; ++j) {
           auto q = [&](int k) {
             const long v = d ? std::lround(values[b * 32 + k] / d) + 8 : 8;
@@ -194,7 +194,7 @@ inline std::string write_gguf(const ModelData& m, uint32_t type, const std::stri
     uint32_t ty = t.shape.size() == 2 ? type : GgufWriter::kF32;
     if ((ty == GgufWriter::kQ8_0 || ty == GgufWriter::kQ4_0) && t.shape.back() % 32 != 0)
       ty = GgufWriter::kF32;
-    std::string name = ringlm::conv::gguf_tensor_name(a.family, t.role, t.layer);
+    std::string name = ringlm::internal::conv::gguf_tensor_name(a.family, t.role, t.layer);
     if (phi3 && t.role == fb::TensorRole::Wq) name = "blk." + std::to_string(t.layer) + ".attn_qkv.weight";
     if (phi3 && t.role == fb::TensorRole::FfnGate) name = "blk." + std::to_string(t.layer) + ".ffn_up.weight";
     // ggml order: ne[0] = cols.
@@ -231,7 +231,7 @@ hf_tensors(const ModelData& m) {
         t.role != fb::TensorRole::Bk && t.role != fb::TensorRole::Bv) {
       for (float& f : t.values) f -= 1.0f;
     }
-    out.push_back({ringlm::conv::hf_tensor_name(a.family, t.role, t.layer),
+    out.push_back({ringlm::internal::conv::hf_tensor_name(a.family, t.role, t.layer),
                    {std::move(t.shape), std::move(t.values)}});
   }
   return out;
@@ -245,10 +245,10 @@ inline ModelData random_family_model(const ModelData::Arch& a, const TokenizerDa
   m.arch.vocab_size = static_cast<uint32_t>(t.pieces.size());
   m.tokenizer = t;
   uint32_t k = 0;
-  for (const auto& spec : ringlm::conv::family_tensor_specs(m.arch)) {
+  for (const auto& spec : ringlm::internal::conv::family_tensor_specs(m.arch)) {
     if (!spec.required) continue;
     TensorData td;
-    td.name = ringlm::conv::hf_tensor_name(a.family, spec.role, spec.layer);
+    td.name = ringlm::internal::conv::hf_tensor_name(a.family, spec.role, spec.layer);
     td.role = spec.role;
     td.layer = spec.layer;
     td.shape = spec.shape;

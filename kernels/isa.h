@@ -22,7 +22,7 @@
 #define RINGLM_KERNELS_ARMV7 1
 #endif
 
-namespace ringlm {
+namespace ringlm::internal {
 
 #define RINGLM_DECLARE_QUANT_MATMULS(isa)                                                       \
   void matmul_q8_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,           \
@@ -60,6 +60,6 @@ RINGLM_DECLARE_KERNELS(armv7)             // arm/armv7.cc: ARMv7-A NEON
 #undef RINGLM_DECLARE_KERNELS
 #undef RINGLM_DECLARE_QUANT_MATMULS
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_ISA_H_

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // ---- Weight encodings (schema/model.fbs "TENSOR DATA ENCODINGS") ------------------------------
 // Q8/Q4 values come in groups of kQuantGroup along a row, one f16 scale per group.
@@ -93,6 +93,6 @@ size_t kernels_available(const CpuFeatures& cpu, const KernelTable** out, size_t
 // Every table compiled for this architecture, runnable or not (for tests: skip, saying why).
 size_t kernels_compiled(const KernelTable** out, size_t cap);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_KERNELS_H_

@@ -6,7 +6,7 @@
 #include "kernels.h"
 #include "scalar.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 // F32 or F16 weights, widened value by value.
@@ -161,4 +161,4 @@ const KernelTable kRef = {
 
 const KernelTable* kernels_ref() { return &kRef; }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

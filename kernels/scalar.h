@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 inline float fp16_to_f32(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -69,6 +69,6 @@ inline int q4_get(const uint8_t* group, unsigned i) {
   return static_cast<int>(nib ^ 8u) - 8;  // sign-extend 4 bits
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_SCALAR_H_

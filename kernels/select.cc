@@ -6,7 +6,7 @@
 #include "kernels.h"
 #include "platform/cpu_features.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 // Table `name`: the quantized matmuls of ISA `quant`, everything else of ISA `base` (isa.h).
@@ -88,4 +88,4 @@ size_t kernels_compiled(const KernelTable** out, size_t cap) {
   return n;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

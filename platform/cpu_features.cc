@@ -10,7 +10,7 @@
 #define RINGLM_HAVE_AUXV 1
 #endif
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -123,4 +123,4 @@ size_t cpu_features_describe(const CpuFeatures& f, char* buf, size_t cap) {
   return len;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 struct CpuFeatures {
   // x86-64. Each AVX flag is set only when the OS also enables the register state (XCR0).
@@ -33,6 +33,6 @@ CpuFeatures cpu_features_detect();
 // "avx2 fma f16c ..." (the set flags, space separated) into buf; returns the length it wanted.
 size_t cpu_features_describe(const CpuFeatures& f, char* buf, size_t cap);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_PLATFORM_CPU_FEATURES_H_

@@ -10,7 +10,7 @@
 #include <atomic>
 #include <new>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 struct ThreadPool;
 
@@ -247,4 +247,4 @@ void thread_pool_stop(ThreadPool* pool) {
   pool->started = 0;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

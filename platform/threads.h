@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 constexpr uint32_t kMaxThreads = 64;
 #if defined(__SANITIZE_THREAD__)
@@ -87,6 +87,6 @@ inline void thread_share(uint32_t total, uint32_t block, uint32_t index, uint32_
   *e = hi < total ? static_cast<uint32_t>(hi) : total;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_PLATFORM_THREADS_H_

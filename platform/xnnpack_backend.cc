@@ -8,7 +8,7 @@
 #include <xnnpack.h>
 #endif
 
-namespace ringlm {
+namespace ringlm::internal {
 
 size_t xnnpack_f32_fc_bound(uint32_t rows, uint32_t cols) {
   const uint64_t n = (static_cast<uint64_t>(rows) + 63) / 64 * 64;
@@ -175,4 +175,4 @@ void xnnpack_delete(void*) {}
 
 #endif  // RINGLM_HAVE_XNNPACK
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // Where XNNPACK's allocations go while a session creates its operators.
 struct XnnArena {
@@ -64,6 +64,6 @@ void xnnpack_run_f32(void* op, const float* x, uint32_t n, float* y);
 // freed).
 void xnnpack_delete(void* op);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_PLATFORM_XNNPACK_BACKEND_H_

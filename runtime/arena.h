@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 constexpr size_t kArenaAlignment = 64;
 
@@ -61,6 +61,6 @@ class Arena {
   bool overflow_ = false;
 };
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_ARENA_H_

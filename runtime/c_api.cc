@@ -6,7 +6,7 @@
 #include "session.h"
 #include "tokenizer.h"
 
-using namespace ringlm;
+using namespace ringlm::internal;
 
 namespace {
 

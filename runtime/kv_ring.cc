@@ -1,6 +1,6 @@
 #include "kv_ring.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t n_ctx,
                     uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, rlm_kv_dtype dtype,
@@ -34,4 +34,4 @@ bool kv_wrapped(const KvRing& r, uint64_t n_past) {
   return false;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

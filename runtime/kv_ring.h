@@ -24,7 +24,7 @@
 #include "arena.h"
 #include "ringlm/ringlm.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 struct KvGeom {
   uint32_t n_ctx;   // slots
@@ -63,6 +63,6 @@ inline uint32_t kv_visible(const KvGeom& g, uint64_t pos) {
 // True once some layer kind has overwritten a position before n_past.
 bool kv_wrapped(const KvRing& r, uint64_t n_past);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_KV_RING_H_

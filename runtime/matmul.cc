@@ -4,7 +4,7 @@
 
 #include "quant.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 // When a matmul job is worth splitting across threads. Prefill is compute-bound: it pays once
@@ -201,4 +201,4 @@ void matmul_info(const Matmuls& mm, MatmulInfo* info) {
   info->xnnpack_used = mm.xnn.arena.used;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -25,7 +25,7 @@
 #include "platform/threads.h"
 #include "status.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // The matrices of the forward pass: per layer Wq .. Down, then the output projection (the token
 // embedding when the model ties them).
@@ -129,6 +129,6 @@ struct MatmulInfo {
 };
 void matmul_info(const Matmuls& mm, MatmulInfo* info);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_MATMUL_H_

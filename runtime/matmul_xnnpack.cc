@@ -5,7 +5,7 @@
 #include "matmul.h"
 #include "platform/threads.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 bool matmul_xnnpack_takes(const WeightView& w) {
   return w.present() && w.type == WeightType::F32;
@@ -90,4 +90,4 @@ void matmul_xnnpack_run(const MatmulXnnpack& x, void* const* ops, uint32_t rows,
   }
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -13,7 +13,7 @@
 #include "platform/xnnpack_backend.h"
 #include "status.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 struct MatmulXnnpack {
   void** ops;           // (n_slots, n_threads); null: empty slice, or the slot runs natively
@@ -60,6 +60,6 @@ inline void* const* matmul_xnnpack_ops(const MatmulXnnpack& x, uint32_t slot) {
 void matmul_xnnpack_run(const MatmulXnnpack& x, void* const* ops, uint32_t rows, const float* in,
                         uint32_t n, float* y, uint32_t part, uint32_t n_parts);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_MATMUL_XNNPACK_H_

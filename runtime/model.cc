@@ -5,7 +5,7 @@
 
 #include "tokenizer.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 using fb::TensorRole;
@@ -386,4 +386,4 @@ WeightView model_weight(const ModelImpl& m, const fb::Tensor* t) {
   return v;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

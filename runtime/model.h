@@ -15,7 +15,7 @@
 #include "status.h"
 #include "tokenizer/limits.h"  // kMaxVocab, kMaxPieceBytes
 
-namespace ringlm {
+namespace ringlm::internal {
 
 constexpr uint32_t kFormatVersion = RLM_FORMAT_VERSION;
 
@@ -91,6 +91,6 @@ inline WeightView model_weight(const ModelImpl& m, fb::TensorRole role, int32_t 
   return model_weight(m, model_find_tensor(m, role, layer));
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_MODEL_H_

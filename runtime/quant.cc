@@ -5,7 +5,7 @@
 
 #include "kernels/scalar.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols) {
   uint64_t cp = padded_cols(cols);
@@ -99,4 +99,4 @@ void dequantize_row_q4(const uint8_t* qs, const uint16_t* scales, size_t cols, f
   }
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

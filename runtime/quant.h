@@ -9,7 +9,7 @@
 
 #include "kernels/kernels.h"  // kQuantGroup, WeightType
 
-namespace ringlm {
+namespace ringlm::internal {
 
 constexpr uint64_t kTensorAlignment = 64;
 
@@ -34,6 +34,6 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
 void dequantize_row_q8(const int8_t* qs, const uint16_t* scales, size_t cols, float* out);
 void dequantize_row_q4(const uint8_t* qs, const uint16_t* scales, size_t cols, float* out);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_QUANT_H_

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 namespace {
 
@@ -422,4 +422,4 @@ int32_t sample(float* logits, uint32_t vocab, const SamplerParams& p, const int3
   return by_id ? static_cast<int32_t>(last) : s->idx[last];
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -65,7 +65,7 @@
 #include "arena.h"
 #include "status.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // Validated copy of rlm_sampling. logit_bias points at memory the owner keeps alive (the
 // session repoints it at its own copy; sampler_params_from_abi leaves it at the caller's array).
@@ -146,6 +146,6 @@ int32_t sample(float* logits, uint32_t vocab, const SamplerParams& p, const int3
 uint32_t sampler_candidates(float* logits, uint32_t vocab, const SamplerParams& p,
                             const int32_t* recent, size_t n_recent, SamplerScratch* s);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_SAMPLER_H_

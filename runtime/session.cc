@@ -6,7 +6,7 @@
 #include "platform/xnnpack_backend.h"
 #include "tokenizer.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 constexpr uint32_t kMaxBatch = 4096;
@@ -376,4 +376,4 @@ Status session_set_sampling(SessionImpl* s, const rlm_sampling* p) {
   return RLM_OK;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -12,7 +12,7 @@
 #include "stop.h"
 #include "transformer.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // The session block starts with a header that says whether the memory holds a live session:
 // magic == kSessionLive and self == the block's address from a successful rlm_session_init
@@ -104,6 +104,6 @@ Status session_step(SessionImpl* s, rlm_step_result* r);
 Status session_rewind(SessionImpl* s, uint32_t position);
 Status session_set_sampling(SessionImpl* s, const rlm_sampling* p);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_SESSION_H_

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 void set_error(ErrorSink* sink, const char* file, int line, const char* fmt, ...) {
   if (!sink || !sink->buf || sink->cap == 0) return;
@@ -26,7 +26,7 @@ void set_error(ErrorSink* sink, const char* file, int line, const char* fmt, ...
   va_end(ap);
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 extern "C" const char* rlm_status_string(rlm_status status) {
   switch (status) {

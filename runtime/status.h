@@ -25,7 +25,7 @@
 #endif
 #endif
 
-namespace ringlm {
+namespace ringlm::internal {
 
 using Status = rlm_status;
 
@@ -44,13 +44,13 @@ inline void clear_error(ErrorSink* sink) {
   if (sink && sink->buf && sink->cap) sink->buf[0] = '\0';
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 // Writes a message into `sink`, with this line's location when RINGLM_ERROR_LOCATIONS is on.
 #if RINGLM_ERROR_LOCATIONS
-#define RLM_SET_ERROR(sink, ...) ::ringlm::set_error((sink), __FILE__, __LINE__, __VA_ARGS__)
+#define RLM_SET_ERROR(sink, ...) ::ringlm::internal::set_error((sink), __FILE__, __LINE__, __VA_ARGS__)
 #else
-#define RLM_SET_ERROR(sink, ...) ::ringlm::set_error((sink), nullptr, 0, __VA_ARGS__)
+#define RLM_SET_ERROR(sink, ...) ::ringlm::internal::set_error((sink), nullptr, 0, __VA_ARGS__)
 #endif
 
 // Return `status` with a message when `cond` is false.
@@ -65,7 +65,7 @@ inline void clear_error(ErrorSink* sink) {
 // Propagate a non-OK status unchanged (the callee already wrote the message).
 #define RLM_RETURN_IF_ERROR(expr)             \
   do {                                        \
-    const ::ringlm::Status rlm_s_ = (expr);   \
+    const ::ringlm::internal::Status rlm_s_ = (expr);   \
     if (rlm_s_ != RLM_OK) return rlm_s_;      \
   } while (0)
 

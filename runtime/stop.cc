@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 namespace {
 
@@ -233,4 +233,4 @@ bool text_stream_finish(TextStream* t, const StopStrings& stops, const char** ou
   return false;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -28,7 +28,7 @@
 #include "arena.h"
 #include "status.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // Up to max_strings stop strings, copied into a byte budget shared by all of them.
 struct StopStrings {
@@ -106,6 +106,6 @@ bool text_stream_push(TextStream* t, const StopStrings& stops, const char* bytes
 bool text_stream_finish(TextStream* t, const StopStrings& stops, const char** out,
                         size_t* out_len);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_STOP_H_

@@ -20,7 +20,7 @@
 #include "tokenizer/pieces.h"
 #include "tokenizer/spm.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 namespace {
 
@@ -118,4 +118,4 @@ Status tokenize_ex(const fb::Tokenizer* tok, uint32_t vocab_size, const char* te
   return RLM_OK;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -16,7 +16,7 @@
 #include "status.h"
 #include "tokenizer/limits.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // Structural checks of the tokenizer tables, run once by model_open: vocab_size in
 // [1, kMaxVocab], kind / pre-tokenizer / token types known, pieces, types and sorted_ids have
@@ -121,6 +121,6 @@ int32_t token_lookup(const fb::Tokenizer* tok, const char* piece, size_t len);
 // model. vocab_size may be null. For tools holding an rlm_model: no need for ModelImpl.
 const fb::Tokenizer* model_tokenizer(const rlm_model* model, uint32_t* vocab_size);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_TOKENIZER_H_

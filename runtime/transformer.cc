@@ -5,7 +5,7 @@
 
 #include "kernels/scalar.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 // cos/sin of every rotation angle at absolute position `pos`: cs = (cos[half], sin[half]).
@@ -351,4 +351,4 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
   if (hp.final_softcap > 0.0f) soft_cap(t->logits, hp.vocab_size, hp.final_softcap);
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

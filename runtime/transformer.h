@@ -14,7 +14,7 @@
 #include "model.h"
 #include "platform/threads.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // A layer's vectors; its matrices are the matmul layer's slots (layer, MatRole).
 struct LayerWeights {
@@ -72,6 +72,6 @@ void transformer_bind(const ModelImpl& m, Transformer* t);
 // writing K/V into the ring and the last token's logits into t->logits.
 void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0);
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_TRANSFORMER_H_

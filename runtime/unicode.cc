@@ -1,6 +1,6 @@
 #include "unicode.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 namespace {
 
@@ -88,4 +88,4 @@ CpClass utf8_class(const uint8_t* s, size_t n, size_t* len) {
   return cp == kInvalidCp ? CpClass::Other : cp_class(cp);
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // The Unicode version the class table was generated from.
 const char* unicode_tables_version();
@@ -65,6 +65,6 @@ inline size_t gpt2_byte_to_utf8(uint8_t b, uint8_t out[2]) {
   return 2;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_UNICODE_H_

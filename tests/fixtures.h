@@ -19,15 +19,15 @@ namespace ringlm_test {
 
 // Converts `source` (+ llama2.c tokenizer) to model bytes in `out`. false with *err on failure.
 inline bool build_model(const std::string& source, const std::string& tokenizer,
-                        ringlm::fb::DType quant, AlignedBuffer* out, std::string* err) {
-  ringlm::conv::ConvertOptions opts;
+                        ringlm::internal::fb::DType quant, AlignedBuffer* out, std::string* err) {
+  ringlm::internal::conv::ConvertOptions opts;
   opts.source = source;
   opts.tokenizer = tokenizer;
   opts.quant = quant;
-  ringlm::conv::ModelData md;
-  if (!ringlm::conv::load_source(opts, &md, err)) return false;
+  ringlm::internal::conv::ModelData md;
+  if (!ringlm::internal::conv::load_source(opts, &md, err)) return false;
   std::vector<uint8_t> bytes;
-  if (!ringlm::conv::build_model_bytes(md, quant, &bytes, err)) return false;
+  if (!ringlm::internal::conv::build_model_bytes(md, quant, &bytes, err)) return false;
   out->assign(bytes.data(), bytes.size());
   return true;
 }
@@ -56,8 +56,8 @@ struct RandomModelShape {
 
 // The Llama architecture of shape `s` (head_dim = dim / n_heads); vocab_size is left to the
 // caller, who makes the vocabulary.
-inline ringlm::conv::ModelData::Arch llama_arch(const RandomModelShape& s) {
-  ringlm::conv::ModelData::Arch a;
+inline ringlm::internal::conv::ModelData::Arch llama_arch(const RandomModelShape& s) {
+  ringlm::internal::conv::ModelData::Arch a;
   a.n_layers = s.n_layers;
   a.dim = s.dim;
   a.n_heads = s.n_heads;
@@ -71,8 +71,8 @@ inline ringlm::conv::ModelData::Arch llama_arch(const RandomModelShape& s) {
 
 // A random-weight Llama with a 259-token vocab: <unk>, <s>, </s>, then the 256 byte tokens
 // <0x00>..<0xFF> (SentencePiece byte fallback), so any text tokenizes: byte b is token 3 + b.
-inline ringlm::conv::ModelData random_model_data(const RandomModelShape& s) {
-  using namespace ringlm;
+inline ringlm::internal::conv::ModelData random_model_data(const RandomModelShape& s) {
+  using namespace ringlm::internal;
   conv::ModelData md;
   md.arch = llama_arch(s);
   // The synthetic vocabulary at its smallest (specials and byte pieces only). No piece is the
@@ -116,10 +116,10 @@ inline ringlm::conv::ModelData random_model_data(const RandomModelShape& s) {
   return md;
 }
 
-inline bool random_model(const RandomModelShape& s, ringlm::fb::DType quant, AlignedBuffer* out,
+inline bool random_model(const RandomModelShape& s, ringlm::internal::fb::DType quant, AlignedBuffer* out,
                          std::string* err) {
   std::vector<uint8_t> bytes;
-  if (!ringlm::conv::build_model_bytes(random_model_data(s), quant, &bytes, err)) return false;
+  if (!ringlm::internal::conv::build_model_bytes(random_model_data(s), quant, &bytes, err)) return false;
   out->assign(bytes.data(), bytes.size());
   return true;
 }
@@ -141,12 +141,12 @@ struct OpenedModel {
 
 // build_model, then OpenedModel::open. false with *err on failure.
 inline bool open_built_model(const std::string& source, const std::string& tokenizer,
-                             ringlm::fb::DType quant, OpenedModel* out, std::string* err) {
+                             ringlm::internal::fb::DType quant, OpenedModel* out, std::string* err) {
   return build_model(source, tokenizer, quant, &out->bytes, err) && out->open(err);
 }
 
 // random_model, then OpenedModel::open. false with *err on failure.
-inline bool open_random_model(const RandomModelShape& s, ringlm::fb::DType quant,
+inline bool open_random_model(const RandomModelShape& s, ringlm::internal::fb::DType quant,
                               OpenedModel* out, std::string* err) {
   return random_model(s, quant, &out->bytes, err) && out->open(err);
 }
@@ -154,7 +154,7 @@ inline bool open_random_model(const RandomModelShape& s, ringlm::fb::DType quant
 // stories260K (../shared's llama2.c checkpoint with its tok512 tokenizer) converted in memory to
 // `quant` and opened. false with *err empty when ../shared does not have the files; false with
 // *err set when they do not convert or open.
-inline bool open_stories260k(ringlm::fb::DType quant, OpenedModel* out, std::string* err) {
+inline bool open_stories260k(ringlm::internal::fb::DType quant, OpenedModel* out, std::string* err) {
   const std::string bin = shared_path("models/stories260K/stories260K.bin");
   const std::string tok = shared_path("models/stories260K/tok512.bin");
   err->clear();

@@ -210,11 +210,11 @@ inline HfDims hf_dims(const nlohmann::json& c) {
 }
 
 // A source tensor whose values are held in memory (load_f32 copies them).
-inline ringlm::conv::TensorData memory_tensor(const std::string& name, std::vector<uint64_t> shape,
+inline ringlm::internal::conv::TensorData memory_tensor(const std::string& name, std::vector<uint64_t> shape,
                                               std::vector<float> values) {
-  ringlm::conv::TensorData t;
+  ringlm::internal::conv::TensorData t;
   t.name = name;
-  t.role = ringlm::fb::TensorRole::TokenEmbedding;  // unused: checkpoints are looked up by name
+  t.role = ringlm::internal::fb::TensorRole::TokenEmbedding;  // unused: checkpoints are looked up by name
   t.shape = std::move(shape);
   auto v = std::make_shared<std::vector<float>>(std::move(values));
   t.load_f32 = [v](std::vector<float>* out, std::string*) {
@@ -227,10 +227,10 @@ inline ringlm::conv::TensorData memory_tensor(const std::string& name, std::vect
 // A random checkpoint of config `c`: tensors named as in the family's HF model.safetensors, in
 // HF layout ((out, in) matrices; Gemma norm weights as the w of (1 + w); Phi-3 fused), values
 // bf16-exact. Deterministic in `seed`.
-inline ringlm::conv::ModelData random_hf_checkpoint(const nlohmann::json& c, const WeightScales& s,
+inline ringlm::internal::conv::ModelData random_hf_checkpoint(const nlohmann::json& c, const WeightScales& s,
                                                     uint32_t seed) {
   const HfDims d = hf_dims(c);
-  ringlm::conv::ModelData m;
+  ringlm::internal::conv::ModelData m;
   uint32_t index = 0;
   auto gen = [&](const std::string& name, std::vector<uint64_t> shape, float mean, float sd) {
     uint64_t n = 1;
@@ -296,7 +296,7 @@ inline ringlm::conv::ModelData random_hf_checkpoint(const nlohmann::json& c, con
   return m;
 }
 
-inline std::vector<float> load_values(const ringlm::conv::TensorData& t) {
+inline std::vector<float> load_values(const ringlm::internal::conv::TensorData& t) {
   std::vector<float> v;
   std::string err;
   t.load_f32(&v, &err);
@@ -305,8 +305,8 @@ inline std::vector<float> load_values(const ringlm::conv::TensorData& t) {
 
 // A SentencePiece-style vocabulary of `n` (>= 259) pieces: <unk> <s> </s>, the 256 byte pieces,
 // then "▁tokN". bos 1, eos 2.
-inline ringlm::conv::TokenizerData simple_vocab(uint32_t n) {
-  ringlm::conv::TokenizerData t;
+inline ringlm::internal::conv::TokenizerData simple_vocab(uint32_t n) {
+  ringlm::internal::conv::TokenizerData t;
   t.pieces = {"<unk>", "<s>", "</s>"};
   for (int b = 0; b < 256; ++b) {
     char buf[8];
@@ -351,8 +351,8 @@ inline nlohmann::json sp_tokenizer_json(const std::vector<std::string>& pieces,
 // checkpoints are published), tokenizer.json (sp_tokenizer_json: <unk> <s> </s> special, no
 // merges) for `vocab`.
 inline bool write_hf_dir(const std::string& dir, const nlohmann::json& config,
-                         const ringlm::conv::ModelData& ckpt,
-                         const ringlm::conv::TokenizerData& vocab) {
+                         const ringlm::internal::conv::ModelData& ckpt,
+                         const ringlm::internal::conv::TokenizerData& vocab) {
   if (!write_bytes(dir + "/config.json", config.dump(2))) return false;
   std::vector<SafetensorsEntry> entries;
   for (const auto& t : ckpt.tensors)
@@ -363,8 +363,8 @@ inline bool write_hf_dir(const std::string& dir, const nlohmann::json& config,
 
 // The GGUF llama.cpp's convert_hf_to_gguf.py makes of `ckpt` (config `c`), tokenizer `vocab`.
 // Supports model_type llama, qwen2, qwen3, gemma2, gemma3 / gemma3_text, phi3.
-inline std::string gguf_from_hf(const nlohmann::json& c, const ringlm::conv::ModelData& ckpt,
-                                const ringlm::conv::TokenizerData& vocab) {
+inline std::string gguf_from_hf(const nlohmann::json& c, const ringlm::internal::conv::ModelData& ckpt,
+                                const ringlm::internal::conv::TokenizerData& vocab) {
   const HfDims d = hf_dims(c);
   std::string arch = d.model_type == "gemma3_text" ? "gemma3" : d.model_type;
   GgufWriter w;

@@ -174,7 +174,7 @@ void rope(double* v, const std::vector<double>& freq, uint32_t hd, size_t pos) {
 
 }  // namespace
 
-bool reference_forward(const json& config, const ringlm::conv::ModelData& ckpt,
+bool reference_forward(const json& config, const ringlm::internal::conv::ModelData& ckpt,
                        const std::vector<int32_t>& tokens, size_t first,
                        std::vector<std::vector<double>>* logits, std::string* err,
                        ReferenceInfo* info) {

@@ -29,7 +29,7 @@ struct ReferenceInfo {
 };
 
 // logits->at(p - first) = the logits (vocab_size) after tokens[0..p], for p in [first, n).
-bool reference_forward(const nlohmann::json& config, const ringlm::conv::ModelData& checkpoint,
+bool reference_forward(const nlohmann::json& config, const ringlm::internal::conv::ModelData& checkpoint,
                        const std::vector<int32_t>& tokens, size_t first,
                        std::vector<std::vector<double>>* logits, std::string* err,
                        ReferenceInfo* info = nullptr);

@@ -33,7 +33,7 @@ TEST(Alloc, InitFeedStepMakeZeroHeapCalls) {
   AlignedBuffer bytes;
   std::string err;
   RandomModelShape shape;
-  ASSERT_TRUE(random_model(shape, ringlm::fb::DType::Q8, &bytes, &err)) << err;
+  ASSERT_TRUE(random_model(shape, ringlm::internal::fb::DType::Q8, &bytes, &err)) << err;
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
   cfg.n_ctx = 32;

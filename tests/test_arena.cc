@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 // A layout of mixed element sizes and alignments, the shape of a session's carve.
@@ -100,4 +100,4 @@ TEST(Arena, ZeroCountReservesNothingButAligns) {
 }
 
 }  // namespace
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -1,7 +1,9 @@
 // Synthetic models (tools/convert/synthetic) and the `ringlm bench` command line. No timing
 // assertions: the bench's numbers are only checked to be present and positive.
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +26,7 @@
 
 namespace {
 
-using namespace ringlm;
+using namespace ringlm::internal;
 using conv::ModelData;
 using conv::TensorData;
 using fb::TensorRole;
@@ -746,7 +748,8 @@ TEST(BenchCli, KernelTables) {
   std::string out;
   const std::string cmd = ringlm_test::ringlm_bin() + " bench -m " + path +
                           " -p 8 -n 4 -r 1 -k auto,ref,no-such-table --bw-mib 0 2>/dev/null";
-  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  // The "unsupported" rows make the exit status 1; the table is printed in full all the same.
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 1) << cmd << "\n" << out;
   const std::vector<TableRow> rows = table_rows(out);
   ASSERT_EQ(rows.size(), 6u) << out;
   // auto: resolved to a real table name.
@@ -764,6 +767,91 @@ TEST(BenchCli, KernelTables) {
   EXPECT_EQ(rows[4].cells[6], "unsupported");
   EXPECT_EQ(rows[5].cells[6], "unsupported");
   EXPECT_NE(out.find("decode (CPU/ref, 1 thread): "), std::string::npos) << out;
+}
+
+// Writes a small random q8 model and returns its path.
+std::string tiny_q8_model(const char* name) {
+  ringlm_test::RandomModelShape shape;
+  AlignedBuffer buf;
+  std::string err;
+  EXPECT_TRUE(ringlm_test::random_model(shape, fb::DType::Q8, &buf, &err)) << err;
+  const std::string path = ringlm_test::temp_dir() + "/" + name;
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  return path;
+}
+
+// Exit status: 0 only when every row ran; 1 when any row did not (issue #12, defect 6: it used
+// to be 0 even when every row was "unsupported").
+TEST(BenchCli, ExitStatusIsNonZeroWhenARowFails) {
+  const std::string path = tiny_q8_model("tiny-exit.rlm");
+  const std::string b =
+      ringlm_test::ringlm_bin() + " bench -m " + path + " -p 4 -n 2 -r 1 --bw-mib 0";
+  std::string out;
+  // Every row unsupported.
+  EXPECT_EQ(ringlm_test::run_command(b + " -k no-such-table 2>/dev/null", &out), 1) << out;
+  std::vector<TableRow> rows = table_rows(out);
+  ASSERT_EQ(rows.size(), 2u) << out;
+  for (const TableRow& r : rows) EXPECT_EQ(r.cells[6], "unsupported");
+  // One thread count the runtime refuses (n_threads above its maximum) among good ones.
+  EXPECT_EQ(ringlm_test::run_command(b + " -t 1,100000 2>/dev/null", &out), 1) << out;
+  rows = table_rows(out);
+  ASSERT_EQ(rows.size(), 4u) << out;
+  double mean = 0, sd = 0;
+  EXPECT_TRUE(parse_tps(rows[0].cells[6], &mean, &sd)) << rows[0].cells[6];
+  EXPECT_EQ(rows[2].cells[6], "unsupported");
+  EXPECT_NE(out.find("model open: "), std::string::npos) << out;  // the report still ends
+  // Every row ran.
+  EXPECT_EQ(ringlm_test::run_command(b + " -t 1,2 2>/dev/null", &out), 0) << out;
+}
+
+// --background: busy processes per load level, a "load" column, threads 1 and 2 by default, a
+// summary line per load, and no busy process left after the bench exits.
+TEST(BenchCli, BackgroundLoad) {
+  const std::string path = tiny_q8_model("tiny-bg.rlm");
+  const std::string err_path = ringlm_test::temp_dir() + "/bg-err.txt";
+  const std::string cmd = ringlm_test::ringlm_bin() + " bench -m " + path +
+                          " -p 8 -n 4 -r 1 --bw-mib 0 --background 0,2 2>" + err_path;
+  std::string out, err;
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  const std::vector<TableRow> rows = table_rows(out);
+  ASSERT_EQ(rows.size(), 8u) << out;
+  const char* expect[8][3] = {{"1", "0", "pp8"}, {"1", "0", "tg4"}, {"2", "0", "pp8"},
+                              {"2", "0", "tg4"}, {"1", "2", "pp8"}, {"1", "2", "tg4"},
+                              {"2", "2", "pp8"}, {"2", "2", "tg4"}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].cells.size(), 8u) << out;
+    EXPECT_EQ(rows[i].cells[4], expect[i][0]) << i;  // threads
+    EXPECT_EQ(rows[i].cells[5], expect[i][1]) << i;  // load
+    EXPECT_EQ(rows[i].cells[6], expect[i][2]) << i;
+    double mean = 0, sd = 0;
+    EXPECT_TRUE(parse_tps(rows[i].cells[7], &mean, &sd) && mean > 0) << rows[i].cells[7];
+  }
+  EXPECT_NE(out.find("| threads | load | test |"), std::string::npos) << out;
+  for (const char* line : {"load 0 (CPU/", "load 2 (CPU/"}) {
+    const size_t at = out.find(line);
+    ASSERT_NE(at, std::string::npos) << line << "\n" << out;
+    EXPECT_NE(out.find("2 threads vs 1: pp8 ", at), std::string::npos) << out;
+    EXPECT_NE(out.find(", tg4 ", at), std::string::npos) << out;
+  }
+  EXPECT_NE(out.find("decode (CPU/"), std::string::npos) << out;
+  EXPECT_NE(out.find(", load 2): "), std::string::npos) << out;
+  // The busy processes were named on stderr, and none of them is left.
+  ASSERT_TRUE(ringlm_test::read_file(err_path, &err));
+  const size_t at = err.find("background load: 2 busy processes (pid ");
+  ASSERT_NE(at, std::string::npos) << err;
+  long a = 0, c = 0;
+  ASSERT_EQ(sscanf(err.c_str() + at, "background load: 2 busy processes (pid %ld %ld)", &a, &c), 2)
+      << err;
+  for (long pid : {a, c}) {
+    EXPECT_EQ(kill(static_cast<pid_t>(pid), 0), -1) << "busy process " << pid << " still there";
+    EXPECT_EQ(errno, ESRCH);
+  }
+  // Usage errors.
+  const std::string b = ringlm_test::ringlm_bin() + " bench -m " + path;
+  EXPECT_EQ(ringlm_test::run_command(b + " --background x 2>/dev/null", &out), 2);
+  EXPECT_EQ(ringlm_test::run_command(b + " --background 65 2>/dev/null", &out), 2);
+  EXPECT_EQ(ringlm_test::run_command(b + " --background 1, 2>/dev/null", &out), 2);
 }
 
 TEST(BenchCli, OnlyOneTest) {
@@ -792,7 +880,7 @@ TEST(BenchCli, HelpAndUsageErrors) {
   ASSERT_EQ(ringlm_test::run_command(b + " bench --help", &out), 0);
   for (const char* opt : {"--model", "--synthetic", "--quant", "--as-llama", "--seed", "--layers",
                           "--n-prompt", "--n-gen", "--threads", "--kernels", "--repetitions",
-                          "--batch", "--kv",
+                          "--batch", "--kv", "--background", "Exit status",
                           "--bw-mib", "smollm2-135m", "unsupported"})
     EXPECT_NE(out.find(opt), std::string::npos) << opt;
   EXPECT_EQ(ringlm_test::run_command(b + " --help", &out), 0);

@@ -47,8 +47,8 @@ constexpr int32_t kImStart = 256, kImEnd = 257;
 // A random-weight Llama with a byte-level vocabulary: the 256 byte pieces (byte b is token b),
 // then the ChatML control tokens <|im_start|> (256) and <|im_end|> (257, the end token), no
 // merges, no BOS, and a ChatML template: the smallest model on which text can spell a special.
-ringlm::conv::ModelData byte_level_chat_model(const RandomModelShape& shape) {
-  using namespace ringlm;
+ringlm::internal::conv::ModelData byte_level_chat_model(const RandomModelShape& shape) {
+  using namespace ringlm::internal;
   conv::ModelData md = random_model_data(shape);  // 259-token vocab; the tokenizer is replaced
   conv::TokenizerData t;
   t.kind = fb::TokenizerKind::ByteLevel;
@@ -71,10 +71,10 @@ ringlm::conv::ModelData byte_level_chat_model(const RandomModelShape& shape) {
   return md;  // vocab 259 as random_model_data made it
 }
 
-bool write_model_file(const ringlm::conv::ModelData& md, const std::string& path,
+bool write_model_file(const ringlm::internal::conv::ModelData& md, const std::string& path,
                       std::string* err) {
   std::vector<uint8_t> bytes;
-  if (!ringlm::conv::build_model_bytes(md, ringlm::fb::DType::F32, &bytes, err)) return false;
+  if (!ringlm::internal::conv::build_model_bytes(md, ringlm::internal::fb::DType::F32, &bytes, err)) return false;
   std::ofstream f(path, std::ios::binary);
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return static_cast<bool>(f);
@@ -99,8 +99,8 @@ class ByteLevelModel : public ::testing::Test {
     shape.ffn_dim = 32;
     shape.max_context = 64;
     std::vector<uint8_t> bytes;
-    ASSERT_TRUE(ringlm::conv::build_model_bytes(byte_level_chat_model(shape),
-                                                ringlm::fb::DType::F32, &bytes, &err))
+    ASSERT_TRUE(ringlm::internal::conv::build_model_bytes(byte_level_chat_model(shape),
+                                                ringlm::internal::fb::DType::F32, &bytes, &err))
         << err;
     buf_.assign(bytes.data(), bytes.size());
     ASSERT_EQ(rlm_model_open(buf_.data(), buf_.size(), &model_), RLM_OK) << rlm_model_error(&model_);

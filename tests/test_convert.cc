@@ -34,7 +34,7 @@
 
 namespace {
 
-using namespace ringlm;
+using namespace ringlm::internal;
 using conv::ModelData;
 using conv::TensorData;
 using fb::DType;

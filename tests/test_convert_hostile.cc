@@ -34,7 +34,7 @@
 
 namespace {
 
-using namespace ringlm;
+using namespace ringlm::internal;
 using fb::DType;
 using ringlm_test::GgufWriter;
 

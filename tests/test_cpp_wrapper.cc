@@ -13,7 +13,7 @@
 #include "ringlm/ringlm.hpp"
 
 using namespace ringlm_test;
-using ringlm::fb::DType;
+using ringlm::internal::fb::DType;
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "fixtures.h"
 
 using namespace ringlm_test;
-using ringlm::fb::DType;
+using ringlm::internal::fb::DType;
 
 namespace {
 

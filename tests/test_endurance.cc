@@ -26,7 +26,7 @@
 #include "fixtures.h"
 
 using namespace ringlm_test;
-using ringlm::fb::DType;
+using ringlm::internal::fb::DType;
 
 namespace {
 
@@ -71,7 +71,7 @@ TEST(Endurance, MillionTokenRingStaysFiniteFlatAndSteady) {
       env_u64("RINGLM_ENDURANCE_TOKENS", emulated ? 2000 : (sanitized() ? 5000 : 20000));
   const char* qname = getenv("RINGLM_ENDURANCE_QUANT");
   DType q = DType::Q8;
-  if (qname && !ringlm::conv::parse_dtype(qname, &q)) FAIL() << "bad RINGLM_ENDURANCE_QUANT";
+  if (qname && !ringlm::internal::conv::parse_dtype(qname, &q)) FAIL() << "bad RINGLM_ENDURANCE_QUANT";
   OpenedModel m;
   std::string err;
   ASSERT_TRUE(open_built_model(bin, tok, q, &m, &err)) << err;
@@ -140,7 +140,7 @@ TEST(Endurance, MillionTokenRingStaysFiniteFlatAndSteady) {
   printf("[ endurance ] %llu tokens (%s, 256 slots, 4 sinks) in %.1f s: first %llu tok/s %.0f, "
          "last %llu tok/s %.0f; RSS at 1k %.2f MiB, max %.2f MiB, end %.2f MiB; %llu finite "
          "checks, %llu non-finite logits; final position %u\n",
-         static_cast<unsigned long long>(total), ringlm::conv::dtype_name(q), secs,
+         static_cast<unsigned long long>(total), ringlm::internal::conv::dtype_name(q), secs,
          static_cast<unsigned long long>(window), first_tps,
          static_cast<unsigned long long>(window), last_tps, rss_1k / 1048576.0,
          rss_max / 1048576.0, rss_end / 1048576.0,

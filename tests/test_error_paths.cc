@@ -22,7 +22,7 @@
 #endif
 
 using namespace ringlm_test;
-using ringlm::fb::DType;
+using ringlm::internal::fb::DType;
 
 namespace {
 
@@ -644,7 +644,7 @@ TEST_F(ErrorPaths, StepAtThePositionLimitFailsWithoutCommittingAnything) {
   ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 3), RLM_OK);
   ASSERT_EQ(rlm_session_eval(s), RLM_OK);
   const std::vector<float> before = logits(s);
-  auto* impl = reinterpret_cast<ringlm::SessionImpl*>(s);
+  auto* impl = reinterpret_cast<ringlm::internal::SessionImpl*>(s);
   const uint32_t limit_pos = 0xfffffff0u - 1;
   impl->n_past = limit_pos;
   ASSERT_EQ(rlm_session_feed_tokens(s, prompt, 2), RLM_OK);  // 2 more do not fit below the limit
@@ -943,13 +943,13 @@ TEST(FuzzFindings, QuantizingNonFiniteValuesIsDefined) {
   row[41] = -inf;
   std::vector<int8_t> q8(64);
   std::vector<uint16_t> s8(2);
-  ringlm::quantize_row_q8(row.data(), row.size(), q8.data(), s8.data());
+  ringlm::internal::quantize_row_q8(row.data(), row.size(), q8.data(), s8.data());
   EXPECT_EQ(q8[3], 0);
   std::vector<uint8_t> q4(32);
   std::vector<uint16_t> s4(2);
-  ringlm::quantize_row_q4(row.data(), row.size(), q4.data(), s4.data());
+  ringlm::internal::quantize_row_q4(row.data(), row.size(), q4.data(), s4.data());
   std::vector<float> back(64);
-  ringlm::dequantize_row_q8(q8.data(), s8.data(), 64, back.data());
+  ringlm::internal::dequantize_row_q8(q8.data(), s8.data(), 64, back.data());
   EXPECT_FALSE(std::isnan(back[0]));
 }
 
@@ -993,11 +993,11 @@ TEST(FuzzFindings, HfTokenizerJsonWithWrongTypesIsAnErrorNotAnException) {
     ASSERT_NE(f, nullptr);
     fputs(json, f);
     fclose(f);
-    ringlm::conv::TokenizerData td;
+    ringlm::internal::conv::TokenizerData td;
     std::string err;
     bool ok = true;
     try {
-      ok = ringlm::conv::read_hf_tokenizer(path, &td, &err);
+      ok = ringlm::internal::conv::read_hf_tokenizer(path, &td, &err);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "exception escaped: " << e.what() << " for " << json;
       continue;

@@ -41,7 +41,7 @@
 
 namespace {
 
-using namespace ringlm;
+using namespace ringlm::internal;
 using conv::ModelData;
 using json = nlohmann::json;
 using ringlm_test::open_built_model;

@@ -12,7 +12,7 @@
 #include "kernels/kernels.h"
 #include "quant.h"
 
-using namespace ringlm;
+using namespace ringlm::internal;
 
 TEST(Fp16, EveryHalfRoundTrips) {
   for (uint32_t h = 0; h < 65536; ++h) {

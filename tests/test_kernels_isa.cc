@@ -30,7 +30,7 @@
 #include "kernels/kernels.h"
 #include "quant.h"
 
-using namespace ringlm;
+using namespace ringlm::internal;
 
 namespace {
 

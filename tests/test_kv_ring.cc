@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 TEST(KvRing, SinksStayAndWindowWraps) {
@@ -94,4 +94,4 @@ TEST(KvRing, LayoutOffsetsAndWrapPerLayerKind) {
 }
 
 }  // namespace
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -22,7 +22,7 @@
 
 namespace {
 
-using namespace ringlm;
+using namespace ringlm::internal;
 using ringlm_test::AlignedBuffer;
 using ringlm_test::count_heap;
 

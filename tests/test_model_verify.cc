@@ -1,4 +1,4 @@
-// Hostile model files against ringlm::model_open: every mutation must be refused with its
+// Hostile model files against ringlm::internal::model_open: every mutation must be refused with its
 // specific status (never a crash, never a read outside the buffer), and anything accepted must be
 // a model whose every tensor and table can be used safely.
 //
@@ -27,7 +27,7 @@
 
 namespace {
 
-using namespace ringlm;
+using namespace ringlm::internal;
 using conv::ModelData;
 using conv::TensorData;
 using fb::DType;

@@ -16,11 +16,11 @@
 
 namespace {
 
-using ringlm::Arena;
-using ringlm::ErrorSink;
-using ringlm::Rng;
-using ringlm::SamplerParams;
-using ringlm::SamplerScratch;
+using ringlm::internal::Arena;
+using ringlm::internal::ErrorSink;
+using ringlm::internal::Rng;
+using ringlm::internal::SamplerParams;
+using ringlm::internal::SamplerScratch;
 
 // Scratch in a real arena, sized by a measure pass (the way the session does it).
 struct Scratch {
@@ -28,10 +28,10 @@ struct Scratch {
   SamplerScratch s{};
   Scratch(uint32_t vocab, uint32_t window, uint32_t max_bias = 8) {
     Arena measure(nullptr, 0);
-    ringlm::sampler_layout(measure, vocab, window, max_bias, &s);
+    ringlm::internal::sampler_layout(measure, vocab, window, max_bias, &s);
     mem.resize(measure.used());
     Arena a(mem.data(), mem.size());
-    ringlm::sampler_layout(a, vocab, window, max_bias, &s);
+    ringlm::internal::sampler_layout(a, vocab, window, max_bias, &s);
     EXPECT_TRUE(a.ok());
   }
 };
@@ -63,7 +63,7 @@ struct Cands {
 Cands candidates(std::vector<float> logits, const SamplerParams& p,
                  const std::vector<int32_t>& recent = {}) {
   Scratch sc(static_cast<uint32_t>(logits.size()), 64);
-  const uint32_t n = ringlm::sampler_candidates(logits.data(),
+  const uint32_t n = ringlm::internal::sampler_candidates(logits.data(),
                                                 static_cast<uint32_t>(logits.size()), p,
                                                 recent.data(), recent.size(), &sc.s);
   Cands c;
@@ -132,12 +132,12 @@ TEST(Sampler, GreedyPicksArgmaxLowestIdOnTies) {
   rng.seed(7);
   const uint64_t before = rng.state;
   std::vector<float> l = {1.0f, 5.0f, -2.0f, 5.0f, NAN, 4.0f};
-  EXPECT_EQ(ringlm::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), 1);
+  EXPECT_EQ(ringlm::internal::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), 1);
   EXPECT_EQ(rng.state, before) << "greedy must not consume randomness";
   l = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  EXPECT_EQ(ringlm::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), -1);  // nothing to sample
+  EXPECT_EQ(ringlm::internal::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), -1);  // nothing to sample
   l = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  EXPECT_EQ(ringlm::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), 0);
+  EXPECT_EQ(ringlm::internal::sample(l.data(), 6, p, nullptr, 0, &rng, &sc.s), 0);
   // Candidates at temperature 0: the greedy token alone.
   const Cands c = candidates({1.0f, 3.0f, 3.0f}, p);
   EXPECT_EQ(c.idx, (std::vector<int32_t>{1}));
@@ -157,13 +157,13 @@ TEST(Sampler, TopKOneEqualsGreedy) {
     greedy.temperature = 0.0f;
     Rng r0;
     r0.seed(1);
-    const int32_t want = ringlm::sample(g.data(), vocab, greedy, nullptr, 0, &r0, &sc.s);
+    const int32_t want = ringlm::internal::sample(g.data(), vocab, greedy, nullptr, 0, &r0, &sc.s);
     SamplerParams k1 = neutral();
     k1.top_k = 1;
     k1.temperature = 0.7f;
     Rng r1;
     r1.seed(static_cast<uint64_t>(trial) + 1);
-    EXPECT_EQ(ringlm::sample(l.data(), vocab, k1, nullptr, 0, &r1, &sc.s), want) << trial;
+    EXPECT_EQ(ringlm::internal::sample(l.data(), vocab, k1, nullptr, 0, &r1, &sc.s), want) << trial;
   }
 }
 
@@ -200,7 +200,7 @@ std::vector<float> penalised(std::vector<float> l, SamplerParams p,
                              const std::vector<int32_t>& recent) {
   p.temperature = 0.0f;
   Scratch sc(static_cast<uint32_t>(l.size()), 16);
-  ringlm::sampler_candidates(l.data(), static_cast<uint32_t>(l.size()), p, recent.data(),
+  ringlm::internal::sampler_candidates(l.data(), static_cast<uint32_t>(l.size()), p, recent.data(),
                              recent.size(), &sc.s);
   return l;
 }
@@ -281,13 +281,13 @@ TEST(Sampler, LogitBias) {
   rng.seed(99);
   for (int i = 0; i < 2000; ++i) {
     std::vector<float> l = kFive;
-    EXPECT_NE(ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), 0);
+    EXPECT_NE(ringlm::internal::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), 0);
   }
   SamplerParams g = p;
   g.temperature = 0.0f;
   EXPECT_EQ(penalised(kFive, g, {})[0], -INFINITY);
   std::vector<float> l = kFive;
-  EXPECT_EQ(ringlm::sample(l.data(), 5, g, nullptr, 0, &rng, &sc.s), 1);
+  EXPECT_EQ(ringlm::internal::sample(l.data(), 5, g, nullptr, 0, &rng, &sc.s), 1);
 
   // Finite biases add exactly; +inf forces a token.
   const rlm_logit_bias add[2] = {{4, 3.75f}, {2, -0.5f}};
@@ -300,7 +300,7 @@ TEST(Sampler, LogitBias) {
   p.n_logit_bias = 1;
   for (int i = 0; i < 100; ++i) {
     std::vector<float> l2 = kFive;
-    EXPECT_EQ(ringlm::sample(l2.data(), 5, p, nullptr, 0, &rng, &sc.s), 3);
+    EXPECT_EQ(ringlm::internal::sample(l2.data(), 5, p, nullptr, 0, &rng, &sc.s), 3);
   }
   // Everything banned: no candidates (see NothingToSample).
   const rlm_logit_bias all[5] = {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY},
@@ -361,7 +361,7 @@ TEST(Sampler, NothingToSampleIsReportedAndTheLogitsAreRestored) {
             Rng rng;
             rng.seed(7);
             std::vector<float> l = k.logits;
-            const int32_t got = ringlm::sample(l.data(), 5, p, k.recent.data(), k.recent.size(),
+            const int32_t got = ringlm::internal::sample(l.data(), 5, p, k.recent.data(), k.recent.size(),
                                                &rng, &sc.s);
             const std::string where = std::string(k.what) + " T=" + std::to_string(t) +
                                       " k=" + std::to_string(top_k) +
@@ -371,7 +371,7 @@ TEST(Sampler, NothingToSampleIsReportedAndTheLogitsAreRestored) {
             EXPECT_EQ(rng.state, 7u) << where;  // not advanced
             EXPECT_EQ(memcmp(l.data(), k.logits.data(), 5 * sizeof(float)), 0) << where;
             l = k.logits;
-            EXPECT_EQ(ringlm::sampler_candidates(l.data(), 5, p, k.recent.data(),
+            EXPECT_EQ(ringlm::internal::sampler_candidates(l.data(), 5, p, k.recent.data(),
                                                  k.recent.size(), &sc.s),
                       0u)
                 << where;
@@ -403,7 +403,7 @@ TEST(Sampler, TruncationNeverLeavesNothing) {
             Rng rng;
             rng.seed(3);
             std::vector<float> l = base;
-            EXPECT_EQ(ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), only)
+            EXPECT_EQ(ringlm::internal::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), only)
                 << only << " T=" << t << " k=" << top_k << " p=" << top_p << " min_p=" << min_p;
           }
         }
@@ -445,11 +445,11 @@ TEST(Sampler, TinyTemperatureTendsToGreedy) {
           rng.seed(11);
           for (int i = 0; i < 200; ++i) {
             std::vector<float> l = base;
-            ASSERT_EQ(ringlm::sample(l.data(), 512, p, nullptr, 0, &rng, &sc.s), best)
+            ASSERT_EQ(ringlm::internal::sample(l.data(), 512, p, nullptr, 0, &rng, &sc.s), best)
                 << "T=" << t << " k=" << top_k << " p=" << top_p << " min_p=" << min_p;
           }
           std::vector<float> l = base;
-          EXPECT_EQ(ringlm::sampler_candidates(l.data(), 512, p, nullptr, 0, &sc.s), 1u);
+          EXPECT_EQ(ringlm::internal::sampler_candidates(l.data(), 512, p, nullptr, 0, &sc.s), 1u);
           EXPECT_EQ(sc.s.probs[0], 1.0f);
         }
       }
@@ -470,7 +470,7 @@ TEST(Sampler, HugeLogitsDoNotOverflowIntoForcedTokens) {
   rng.seed(21);
   for (int i = 0; i < 200; ++i) {
     std::vector<float> l = kFive;
-    ASSERT_EQ(ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), 1) << i;
+    ASSERT_EQ(ringlm::internal::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), 1) << i;
   }
   // Exact ties at the maximum share the probability in the limit (not greedy's lowest id).
   const Cands c = candidates({1.0f, 3.0f, 3.0f, 2.9999998f}, [] {
@@ -488,7 +488,7 @@ TEST(Sampler, HugeLogitsDoNotOverflowIntoForcedTokens) {
   p.temperature = 1e-40f;
   for (int i = 0; i < 100; ++i) {
     std::vector<float> l = kFive;
-    ASSERT_EQ(ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), 4) << i;
+    ASSERT_EQ(ringlm::internal::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s), 4) << i;
   }
 }
 
@@ -499,7 +499,7 @@ TEST(Sampler, OrdinaryTemperatureDividesExactly) {
     p.temperature = t;
     Scratch sc(5, 4);
     std::vector<float> l = kFive;
-    ringlm::sampler_candidates(l.data(), 5, p, nullptr, 0, &sc.s);
+    ringlm::internal::sampler_candidates(l.data(), 5, p, nullptr, 0, &sc.s);
     for (int i = 0; i < 5; ++i) EXPECT_EQ(l[i], kFive[i] / t) << t << " " << i;
   }
 }
@@ -546,7 +546,7 @@ std::vector<int32_t> draw_sequence(uint64_t seed, int n) {
   for (int i = 0; i < n; ++i) {
     std::vector<float> l = base;
     const size_t nr = std::min<size_t>(out.size(), 32);
-    out.push_back(ringlm::sample(l.data(), vocab, p, out.data() + out.size() - nr, nr, &rng,
+    out.push_back(ringlm::internal::sample(l.data(), vocab, p, out.data() + out.size() - nr, nr, &rng,
                                  &sc.s));
   }
   return out;
@@ -573,7 +573,7 @@ TEST(Sampler, DrawFrequenciesMatchProbabilities) {
   int counts[5] = {0, 0, 0, 0, 0};
   for (int i = 0; i < kDraws; ++i) {
     std::vector<float> l = kFive;
-    const int32_t t = ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s);
+    const int32_t t = ringlm::internal::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s);
     ASSERT_GE(t, 0);
     ASSERT_LT(t, 5);
     ++counts[t];
@@ -601,7 +601,7 @@ TEST(Sampler, DrawFrequenciesSortedWalk) {
   int counts[5] = {0, 0, 0, 0, 0};
   for (int i = 0; i < kDraws; ++i) {
     std::vector<float> l = kFive;
-    ++counts[ringlm::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s)];
+    ++counts[ringlm::internal::sample(l.data(), 5, p, nullptr, 0, &rng, &sc.s)];
   }
   double z = 0;
   for (float x : kFive) z += exp(static_cast<double>(x));
@@ -731,7 +731,7 @@ TEST(Sampler, ParamsFromAbi) {
   char msg[256] = "";
   ErrorSink err{msg, sizeof msg};
   SamplerParams out{};
-  ASSERT_EQ(ringlm::sampler_params_from_abi(&s, 100, 64, 2, &out, &err), RLM_OK);
+  ASSERT_EQ(ringlm::internal::sampler_params_from_abi(&s, 100, 64, 2, &out, &err), RLM_OK);
   EXPECT_EQ(out.temperature, 0.8f);
   EXPECT_EQ(out.top_k, 40);
   EXPECT_EQ(out.top_p, 0.95f);
@@ -754,10 +754,10 @@ TEST(Sampler, ParamsFromAbi) {
     b.penalty_last_n = 0;
     b.logit_bias = nullptr;
     b.n_logit_bias = 0;
-    EXPECT_EQ(ringlm::sampler_params_from_abi(&b, 100, 64, 2, &out, &err), RLM_OK);
+    EXPECT_EQ(ringlm::internal::sampler_params_from_abi(&b, 100, 64, 2, &out, &err), RLM_OK);
     b.min_p = 0.0f;
     b.top_k = 100000;  // larger than the vocab: off
-    EXPECT_EQ(ringlm::sampler_params_from_abi(&b, 100, 64, 2, &out, &err), RLM_OK);
+    EXPECT_EQ(ringlm::internal::sampler_params_from_abi(&b, 100, 64, 2, &out, &err), RLM_OK);
   }
 
   struct Bad {
@@ -798,7 +798,7 @@ TEST(Sampler, ParamsFromAbi) {
     SamplerParams untouched{};
     untouched.top_k = 12345;
     msg[0] = '\0';
-    EXPECT_EQ(ringlm::sampler_params_from_abi(&m, 100, 64, 2, &untouched, &err),
+    EXPECT_EQ(ringlm::internal::sampler_params_from_abi(&m, 100, 64, 2, &untouched, &err),
               RLM_ERR_INVALID_ARGUMENT)
         << b.what;
     EXPECT_NE(msg[0], '\0') << b.what;
@@ -806,8 +806,8 @@ TEST(Sampler, ParamsFromAbi) {
   }
   rlm_sampling m = s;
   m.struct_size = sizeof m + 8;
-  EXPECT_EQ(ringlm::sampler_params_from_abi(&m, 100, 64, 2, &out, &err), RLM_ERR_STRUCT_SIZE);
-  EXPECT_EQ(ringlm::sampler_params_from_abi(nullptr, 100, 64, 2, &out, &err),
+  EXPECT_EQ(ringlm::internal::sampler_params_from_abi(&m, 100, 64, 2, &out, &err), RLM_ERR_STRUCT_SIZE);
+  EXPECT_EQ(ringlm::internal::sampler_params_from_abi(nullptr, 100, 64, 2, &out, &err),
             RLM_ERR_INVALID_ARGUMENT);
 }
 
@@ -821,13 +821,13 @@ TEST(Sampler, LayoutMeasureEqualsReal) {
       const uint32_t nb = v < 16 ? v : 16;
       Arena measure(nullptr, 0);
       SamplerScratch m{};
-      ringlm::sampler_layout(measure, v, w, nb, &m);
+      ringlm::internal::sampler_layout(measure, v, w, nb, &m);
       EXPECT_TRUE(measure.ok());
       EXPECT_EQ(m.idx, nullptr);
       ringlm_test::AlignedBuffer mem(measure.used());
       Arena real(mem.data(), mem.size());
       SamplerScratch s{};
-      ringlm::sampler_layout(real, v, w, nb, &s);
+      ringlm::internal::sampler_layout(real, v, w, nb, &s);
       EXPECT_TRUE(real.ok());
       EXPECT_EQ(real.used(), measure.used()) << v << " " << w;
       EXPECT_NE(s.idx, nullptr);
@@ -839,7 +839,7 @@ TEST(Sampler, LayoutMeasureEqualsReal) {
                                     sizeof(rlm_logit_bias) * (w + nb));
       // One byte short is detected.
       Arena small(mem.data(), mem.size() - 1);
-      ringlm::sampler_layout(small, v, w, nb, &s);
+      ringlm::internal::sampler_layout(small, v, w, nb, &s);
       EXPECT_FALSE(small.ok());
     }
   }
@@ -853,8 +853,8 @@ TEST(Sampler, ScratchReuseHasNoMemory) {
   p.penalty_last_n = 8;
   const int32_t recent[4] = {0, 0, 1, 4};
   std::vector<float> l = kFive;
-  ringlm::sampler_candidates(l.data(), 5, p, recent, 4, &sc.s);
-  const uint32_t n = ringlm::sampler_candidates((l = kFive).data(), 5, neutral(), nullptr, 0,
+  ringlm::internal::sampler_candidates(l.data(), 5, p, recent, 4, &sc.s);
+  const uint32_t n = ringlm::internal::sampler_candidates((l = kFive).data(), 5, neutral(), nullptr, 0,
                                                 &sc.s);
   const Cands fresh = candidates(kFive, neutral());
   ASSERT_EQ(n, fresh.idx.size());

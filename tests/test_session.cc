@@ -8,7 +8,7 @@
 #include "fixtures.h"
 
 using namespace ringlm_test;
-using ringlm::fb::DType;
+using ringlm::internal::fb::DType;
 
 namespace {
 

@@ -14,10 +14,10 @@
 
 namespace {
 
-using ringlm::Arena;
-using ringlm::ErrorSink;
-using ringlm::StopStrings;
-using ringlm::TextStream;
+using ringlm::internal::Arena;
+using ringlm::internal::ErrorSink;
+using ringlm::internal::StopStrings;
+using ringlm::internal::TextStream;
 
 const std::string kFffd = "\xEF\xBF\xBD";
 
@@ -28,30 +28,30 @@ struct Fixture {
   TextStream stream{};
   explicit Fixture(uint32_t max_strings = 4, uint32_t budget = 64, uint32_t max_piece = 256) {
     Arena measure(nullptr, 0);
-    ringlm::stop_strings_layout(measure, max_strings, budget, &stops);
-    ringlm::text_stream_layout(measure, budget, max_piece, &stream);
+    ringlm::internal::stop_strings_layout(measure, max_strings, budget, &stops);
+    ringlm::internal::text_stream_layout(measure, budget, max_piece, &stream);
     mem.resize(measure.used());
     Arena a(mem.data(), mem.size());
-    ringlm::stop_strings_layout(a, max_strings, budget, &stops);
-    ringlm::text_stream_layout(a, budget, max_piece, &stream);
+    ringlm::internal::stop_strings_layout(a, max_strings, budget, &stops);
+    ringlm::internal::text_stream_layout(a, budget, max_piece, &stream);
     EXPECT_TRUE(a.ok());
     EXPECT_EQ(a.used(), measure.used());
   }
   void add(const std::string& s) {
-    ASSERT_EQ(ringlm::stop_strings_add(&stops, s.data(), s.size(), nullptr), RLM_OK) << s;
+    ASSERT_EQ(ringlm::internal::stop_strings_add(&stops, s.data(), s.size(), nullptr), RLM_OK) << s;
   }
   // Pushes one piece; returns the released text, sets *stopped.
   std::string push(const std::string& piece, bool* stopped) {
     const char* out = nullptr;
     size_t n = 12345;
-    *stopped = ringlm::text_stream_push(&stream, stops, piece.data(), piece.size(), &out, &n);
+    *stopped = ringlm::internal::text_stream_push(&stream, stops, piece.data(), piece.size(), &out, &n);
     EXPECT_NE(out, nullptr);
     return std::string(out, n);
   }
   std::string finish() {
     const char* out = nullptr;
     size_t n = 12345;
-    ringlm::text_stream_finish(&stream, stops, &out, &n);
+    ringlm::internal::text_stream_finish(&stream, stops, &out, &n);
     EXPECT_NE(out, nullptr);
     return std::string(out, n);
   }
@@ -286,7 +286,7 @@ TEST(TextStream, AfterAStopTheStreamIsEmpty) {
   EXPECT_EQ(f.finish(), "");
   EXPECT_EQ(f.push("ST", &stopped), "");
   EXPECT_FALSE(stopped);
-  ringlm::text_stream_reset(&f.stream);
+  ringlm::internal::text_stream_reset(&f.stream);
   EXPECT_EQ(f.push("\x82\xAC", &stopped), kFffd + kFffd);  // reset dropped the held "ST"
   EXPECT_EQ(f.finish(), "");
 }
@@ -297,7 +297,7 @@ TEST(TextStream, ResetDropsPendingAndPartialCharacter) {
   bool stopped = false;
   EXPECT_EQ(f.push("hi S", &stopped), "hi ");
   EXPECT_EQ(f.push("T\xE2\x82", &stopped), "");
-  ringlm::text_stream_reset(&f.stream);
+  ringlm::internal::text_stream_reset(&f.stream);
   EXPECT_EQ(f.push("\xAC" "OP", &stopped), kFffd + "OP");
   EXPECT_FALSE(stopped);
 }
@@ -344,10 +344,10 @@ TEST(TextStream, FinishContinuesThePushOutput) {
   const std::string piece = std::string(max_piece - 3, '\xFF') + "\xF0\x9F\x98";
   const char* a = nullptr;
   size_t an = 0;
-  ASSERT_FALSE(ringlm::text_stream_push(&f.stream, f.stops, piece.data(), piece.size(), &a, &an));
+  ASSERT_FALSE(ringlm::internal::text_stream_push(&f.stream, f.stops, piece.data(), piece.size(), &a, &an));
   const char* b = nullptr;
   size_t bn = 0;
-  ringlm::text_stream_finish(&f.stream, f.stops, &b, &bn);
+  ringlm::internal::text_stream_finish(&f.stream, f.stops, &b, &bn);
   EXPECT_EQ(b, a + an);
   std::string want = std::string(budget - 1, 'a') + kFffd;
   for (uint32_t i = 0; i < max_piece - 3; ++i) want += kFffd;
@@ -358,8 +358,8 @@ TEST(TextStream, FinishContinuesThePushOutput) {
   // The same with a held prefix that finish releases.
   Fixture g;
   g.add("STOP");
-  ASSERT_FALSE(ringlm::text_stream_push(&g.stream, g.stops, "go ST", 5, &a, &an));
-  ringlm::text_stream_finish(&g.stream, g.stops, &b, &bn);
+  ASSERT_FALSE(ringlm::internal::text_stream_push(&g.stream, g.stops, "go ST", 5, &a, &an));
+  ringlm::internal::text_stream_finish(&g.stream, g.stops, &b, &bn);
   EXPECT_EQ(b, a + an);
   EXPECT_EQ(std::string(a, an + bn), "go ST");
   // And after a finish the next push starts clean.
@@ -379,14 +379,14 @@ TEST(TextStream, LayoutMeasureEqualsReal) {
       Arena measure(nullptr, 0);
       StopStrings s{};
       TextStream t{};
-      ringlm::stop_strings_layout(measure, 8, budget, &s);
-      ringlm::text_stream_layout(measure, budget, piece, &t);
+      ringlm::internal::stop_strings_layout(measure, 8, budget, &s);
+      ringlm::internal::text_stream_layout(measure, budget, piece, &t);
       ASSERT_TRUE(measure.ok());
       EXPECT_EQ(t.cap, budget + 3 * (piece + 3));
       ringlm_test::AlignedBuffer mem(measure.used());
       Arena real(mem.data(), mem.size());
-      ringlm::stop_strings_layout(real, 8, budget, &s);
-      ringlm::text_stream_layout(real, budget, piece, &t);
+      ringlm::internal::stop_strings_layout(real, 8, budget, &s);
+      ringlm::internal::text_stream_layout(real, budget, piece, &t);
       EXPECT_TRUE(real.ok());
       EXPECT_EQ(real.used(), measure.used());
       EXPECT_NE(t.buf, nullptr);
@@ -401,34 +401,34 @@ TEST(StopStrings, AddErrors) {
   Fixture f(2, 10);
   char msg[256] = "";
   ErrorSink err{msg, sizeof msg};
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, "", 0, &err), RLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, "", 0, &err), RLM_ERR_INVALID_ARGUMENT);
   EXPECT_NE(msg[0], '\0');
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, nullptr, 3, &err), RLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, nullptr, 3, &err), RLM_ERR_INVALID_ARGUMENT);
   const char* bad_utf8[] = {"\xE2\x82", "a\x80", "\xC0\xAF", "\xED\xA0\x80", "\xF5\x80\x80\x80"};
   for (const char* b : bad_utf8) {
-    EXPECT_EQ(ringlm::stop_strings_add(&f.stops, b, strlen(b), &err), RLM_ERR_INVALID_UTF8) << b;
+    EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, b, strlen(b), &err), RLM_ERR_INVALID_UTF8) << b;
   }
   EXPECT_EQ(f.stops.count, 0u);
   EXPECT_EQ(f.stops.used, 0u);
   // Budget: 10 bytes. 11 does not fit; 6 + 4 fits exactly; then the count (2) is full.
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, "0123456789a", 11, &err), RLM_ERR_CAPACITY);
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, "\xC3\xA9t\xC3\xA9", 6, &err), RLM_OK);
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, "abcde", 5, &err), RLM_ERR_CAPACITY);
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, "abcd", 4, &err), RLM_OK);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, "0123456789a", 11, &err), RLM_ERR_CAPACITY);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, "\xC3\xA9t\xC3\xA9", 6, &err), RLM_OK);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, "abcde", 5, &err), RLM_ERR_CAPACITY);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, "abcd", 4, &err), RLM_OK);
   EXPECT_EQ(f.stops.used, 10u);
   EXPECT_EQ(f.stops.max_len, 6u);
   msg[0] = '\0';
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, "z", 1, &err), RLM_ERR_CAPACITY);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, "z", 1, &err), RLM_ERR_CAPACITY);
   EXPECT_NE(msg[0], '\0');
   EXPECT_EQ(f.stops.count, 2u);
   // Clear frees both count and bytes.
-  ringlm::stop_strings_clear(&f.stops);
+  ringlm::internal::stop_strings_clear(&f.stops);
   EXPECT_EQ(f.stops.count, 0u);
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, "0123456789", 10, &err), RLM_OK);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, "0123456789", 10, &err), RLM_OK);
   // Strings are copied: the caller's buffer can change.
-  ringlm::stop_strings_clear(&f.stops);
+  ringlm::internal::stop_strings_clear(&f.stops);
   char text[] = "END";
-  EXPECT_EQ(ringlm::stop_strings_add(&f.stops, text, 3, &err), RLM_OK);
+  EXPECT_EQ(ringlm::internal::stop_strings_add(&f.stops, text, 3, &err), RLM_OK);
   text[0] = 'X';
   const Released r = run(&f, {"the END"});
   EXPECT_EQ(r.stopped_at, 0);
@@ -455,7 +455,7 @@ Strs random_split(const std::string& text, std::mt19937* gen) {
 bool valid_utf8(const std::string& s) {
   if (s.empty()) return true;
   Fixture f(1, static_cast<uint32_t>(s.size()));
-  return ringlm::stop_strings_add(&f.stops, s.data(), s.size(), nullptr) == RLM_OK;
+  return ringlm::internal::stop_strings_add(&f.stops, s.data(), s.size(), nullptr) == RLM_OK;
 }
 
 TEST(TextStream, AnySplitReleasesTheTextBeforeTheStop) {

@@ -17,15 +17,15 @@
 
 namespace {
 
-using ringlm::kMaxThreads;
-using ringlm::kThreadPoolAlignment;
-using ringlm::thread_pool_bytes;
-using ringlm::thread_pool_run;
-using ringlm::thread_pool_start;
-using ringlm::thread_pool_stop;
-using ringlm::thread_pool_threads;
-using ringlm::thread_share;
-using ringlm::ThreadPool;
+using ringlm::internal::kMaxThreads;
+using ringlm::internal::kThreadPoolAlignment;
+using ringlm::internal::thread_pool_bytes;
+using ringlm::internal::thread_pool_run;
+using ringlm::internal::thread_pool_start;
+using ringlm::internal::thread_pool_stop;
+using ringlm::internal::thread_pool_threads;
+using ringlm::internal::thread_share;
+using ringlm::internal::ThreadPool;
 
 // Pool memory from the heap (the runtime carves it from the session block).
 struct PoolMemory {

@@ -25,11 +25,11 @@
 
 namespace {
 
-using ringlm::ErrorSink;
-using ringlm::Status;
-using ringlm::conv::TokenizerData;
+using ringlm::internal::ErrorSink;
+using ringlm::internal::Status;
+using ringlm::internal::conv::TokenizerData;
 using namespace tokvec;  // the tokenizer tests' helpers (Table, encode, enc, ...)
-namespace fb = ringlm::fb;
+namespace fb = ringlm::internal::fb;
 
 const char kSpaceMark[] = "\xE2\x96\x81";  // "▁"
 
@@ -56,7 +56,7 @@ bool load_llama2c(const std::string& rel, uint32_t vocab, Table* out, TokenizerD
   if (path.empty()) return false;
   TokenizerData d;
   std::string err;
-  if (!ringlm::conv::read_llama2c_tokenizer(path, vocab, &d, &err)) {
+  if (!ringlm::internal::conv::read_llama2c_tokenizer(path, vocab, &d, &err)) {
     ADD_FAILURE() << err;
     return false;
   }
@@ -69,8 +69,8 @@ bool load_llama2c(const std::string& rel, uint32_t vocab, Table* out, TokenizerD
 std::string decode(const Table& t, const std::vector<int32_t>& ids, int32_t prev = -1) {
   std::string s;
   for (int32_t id : ids) {
-    char buf[ringlm::kMaxPieceBytes];
-    const size_t n = ringlm::token_text(t.tok(), prev, id, buf, sizeof(buf));
+    char buf[ringlm::internal::kMaxPieceBytes];
+    const size_t n = ringlm::internal::token_text(t.tok(), prev, id, buf, sizeof(buf));
     EXPECT_LE(n, sizeof(buf));
     s.append(buf, std::min(n, sizeof(buf)));
     prev = id;
@@ -217,7 +217,7 @@ class Llama2Vocab : public ::testing::Test {
     if (!table_) GTEST_SKIP() << "../shared/tokenizers/llama2/tokenizer.bin not available";
     char msg[256] = {0};
     ErrorSink err{msg, sizeof(msg)};
-    ASSERT_EQ(ringlm::verify_tokenizer(table_->tok(), table_->vocab, &err), RLM_OK) << msg;
+    ASSERT_EQ(ringlm::internal::verify_tokenizer(table_->tok(), table_->vocab, &err), RLM_OK) << msg;
   }
   static Table* table_;
   static TokenizerData* data_;
@@ -286,15 +286,15 @@ TEST_F(Llama2Vocab, ByteFallbackForEmojiAndInvalidUtf8) {
 TEST_F(Llama2Vocab, DecodeRules) {
   char buf[16];
   // Control tokens: nothing.
-  EXPECT_EQ(ringlm::token_text(table_->tok(), -1, 1, buf, sizeof(buf)), 0u);
-  EXPECT_EQ(ringlm::token_text(table_->tok(), 5, 2, buf, sizeof(buf)), 0u);
+  EXPECT_EQ(ringlm::internal::token_text(table_->tok(), -1, 1, buf, sizeof(buf)), 0u);
+  EXPECT_EQ(ringlm::internal::token_text(table_->tok(), 5, 2, buf, sizeof(buf)), 0u);
   // Byte tokens: the byte.
-  ASSERT_EQ(ringlm::token_text(table_->tok(), 5, 3 + 0x0A, buf, sizeof(buf)), 1u);
+  ASSERT_EQ(ringlm::internal::token_text(table_->tok(), 5, 3 + 0x0A, buf, sizeof(buf)), 1u);
   EXPECT_EQ(buf[0], '\n');
-  ASSERT_EQ(ringlm::token_text(table_->tok(), 1, 3 + 0x20, buf, sizeof(buf)), 1u);
+  ASSERT_EQ(ringlm::internal::token_text(table_->tok(), 1, 3 + 0x20, buf, sizeof(buf)), 1u);
   EXPECT_EQ(buf[0], ' ');  // a byte token's space is real, not the dummy prefix
   // Unknown: SentencePiece's " ⁇ ".
-  ASSERT_EQ(ringlm::token_text(table_->tok(), 1, 0, buf, sizeof(buf)), 5u);
+  ASSERT_EQ(ringlm::internal::token_text(table_->tok(), 1, 0, buf, sizeof(buf)), 5u);
   EXPECT_EQ(std::string(buf, 5), " \xE2\x81\x87 ");
   // "▁Hello" (15043): " Hello" mid-text, "Hello" right after BOS or at the start.
   EXPECT_EQ(decode(*table_, {15043}, 3186), " Hello");
@@ -305,31 +305,31 @@ TEST_F(Llama2Vocab, DecodeRules) {
   EXPECT_EQ(decode(*table_, {259}, 1), " ");
   // Short output buffers: min(cap, needed) written, needed returned.
   memset(buf, 'x', sizeof(buf));
-  EXPECT_EQ(ringlm::token_text(table_->tok(), 3186, 15043, buf, 3), 6u);
+  EXPECT_EQ(ringlm::internal::token_text(table_->tok(), 3186, 15043, buf, 3), 6u);
   EXPECT_EQ(std::string(buf, 4), " Hex");
-  EXPECT_EQ(ringlm::token_text(table_->tok(), 3186, 15043, nullptr, 0), 6u);
+  EXPECT_EQ(ringlm::internal::token_text(table_->tok(), 3186, 15043, nullptr, 0), 6u);
   // Out of range: nothing.
-  EXPECT_EQ(ringlm::token_text(table_->tok(), -1, 32000, buf, sizeof(buf)), 0u);
-  EXPECT_EQ(ringlm::token_text(table_->tok(), -1, -5, buf, sizeof(buf)), 0u);
+  EXPECT_EQ(ringlm::internal::token_text(table_->tok(), -1, 32000, buf, sizeof(buf)), 0u);
+  EXPECT_EQ(ringlm::internal::token_text(table_->tok(), -1, -5, buf, sizeof(buf)), 0u);
   // Lookup by piece bytes.
-  EXPECT_EQ(ringlm::token_lookup(table_->tok(), "\xE2\x96\x81Hello", 8), 15043);
-  EXPECT_EQ(ringlm::token_lookup(table_->tok(), "<s>", 3), -1);  // llama2.c spells it "\n<s>\n"
-  EXPECT_EQ(ringlm::token_lookup(table_->tok(), "<0x0A>", 6), 13);
-  EXPECT_EQ(ringlm::token_lookup(table_->tok(), "no such piece", 13), -1);
+  EXPECT_EQ(ringlm::internal::token_lookup(table_->tok(), "\xE2\x96\x81Hello", 8), 15043);
+  EXPECT_EQ(ringlm::internal::token_lookup(table_->tok(), "<s>", 3), -1);  // llama2.c spells it "\n<s>\n"
+  EXPECT_EQ(ringlm::internal::token_lookup(table_->tok(), "<0x0A>", 6), 13);
+  EXPECT_EQ(ringlm::internal::token_lookup(table_->tok(), "no such piece", 13), -1);
 }
 
 TEST_F(Llama2Vocab, CapacityAndScratchErrors) {
   const std::string text = "Hello world, this is a test.";
   const std::vector<int32_t> full = enc(*table_, text, true);
   ASSERT_GT(full.size(), 3u);
-  std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(table_->tok(), text.size()));
+  std::vector<uint8_t> scratch(ringlm::internal::tokenize_scratch_bytes(table_->tok(), text.size()));
   char msg[256] = {0};
   ErrorSink err{msg, sizeof(msg)};
   for (size_t cap : {size_t{0}, size_t{1}, full.size() - 1}) {
     std::vector<int32_t> out(cap + 4, -7);
     size_t n = 12345;
     msg[0] = 0;
-    EXPECT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
+    EXPECT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
                                cap ? out.data() : nullptr, cap, &n, scratch.data(), scratch.size(),
                                &err),
               RLM_ERR_CAPACITY);
@@ -341,34 +341,34 @@ TEST_F(Llama2Vocab, CapacityAndScratchErrors) {
   // Exactly enough.
   std::vector<int32_t> out(full.size());
   size_t n = 0;
-  EXPECT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
+  EXPECT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
                              out.data(), out.size(), &n, scratch.data(), scratch.size(), &err),
             RLM_OK);
   EXPECT_EQ(out, full);
   // Scratch one byte short, and none.
   msg[0] = 0;
-  EXPECT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
+  EXPECT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
                              out.data(), out.size(), &n, scratch.data(), scratch.size() - 1, &err),
             RLM_ERR_BUFFER_TOO_SMALL);
   EXPECT_NE(msg[0], 0);
-  EXPECT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
+  EXPECT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
                              out.data(), out.size(), &n, nullptr, 0, &err),
             RLM_ERR_BUFFER_TOO_SMALL);
   // Misaligned scratch works (the size includes alignment slack).
   std::vector<uint8_t> big(scratch.size() + 1);
-  EXPECT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
+  EXPECT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
                              out.data(), out.size(), &n, big.data() + 1, scratch.size(), &err),
             RLM_OK);
   EXPECT_EQ(out, full);
   // Null text with a length, null n_out.
-  EXPECT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, nullptr, 3, true, out.data(),
+  EXPECT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, nullptr, 3, true, out.data(),
                              out.size(), &n, scratch.data(), scratch.size(), &err),
             RLM_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
+  EXPECT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
                              out.data(), out.size(), nullptr, scratch.data(), scratch.size(), &err),
             RLM_ERR_INVALID_ARGUMENT);
   // Empty text with null pointer is fine.
-  EXPECT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, nullptr, 0, false, out.data(),
+  EXPECT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, nullptr, 0, false, out.data(),
                              out.size(), &n, scratch.data(), scratch.size(), &err),
             RLM_OK);
   EXPECT_EQ(n, 0u);
@@ -396,14 +396,14 @@ TEST_F(Llama2Vocab, LongTextTiming) {
       "shutters, wound the big clock on the wall, and waited for the first customer. ";
   std::string text;
   while (text.size() < 10 * 1024) text += para;
-  std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(table_->tok(), text.size()));
+  std::vector<uint8_t> scratch(ringlm::internal::tokenize_scratch_bytes(table_->tok(), text.size()));
   std::vector<int32_t> out(text.size() + 1);
   size_t n = 0;
   const int reps = 5;
   double best = 1e9;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_EQ(ringlm::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
+    ASSERT_EQ(ringlm::internal::tokenize(table_->tok(), table_->vocab, text.data(), text.size(), true,
                                out.data(), out.size(), &n, scratch.data(), scratch.size(),
                                nullptr),
               RLM_OK);
@@ -426,7 +426,7 @@ TEST(Stories260K, RoundTripAndKnownIds) {
     GTEST_SKIP() << "../shared/models/stories260K/tok512.bin not available";
   char msg[256] = {0};
   ErrorSink err{msg, sizeof(msg)};
-  ASSERT_EQ(ringlm::verify_tokenizer(t.tok(), t.vocab, &err), RLM_OK) << msg;
+  ASSERT_EQ(ringlm::internal::verify_tokenizer(t.tok(), t.vocab, &err), RLM_OK) << msg;
 
   const std::vector<int32_t> ids = enc(t, "Once upon a time", true);
   printf("tok512 \"Once upon a time\":%s\n", join(ids).c_str());
@@ -497,7 +497,7 @@ TEST(MergesTable, EncodesByRank) {
   const Table t = make_table(d);
   char msg[256] = {0};
   ErrorSink err{msg, sizeof(msg)};
-  ASSERT_EQ(ringlm::verify_tokenizer(t.tok(), t.vocab, &err), RLM_OK) << msg;
+  ASSERT_EQ(ringlm::internal::verify_tokenizer(t.tok(), t.vocab, &err), RLM_OK) << msg;
 
   // "abc": b+c first (rank 0), then a+bc, then ▁+abc.
   EXPECT_EQ(enc(t, "abc"), (std::vector<int32_t>{id_of(d, sp + "abc")}));
@@ -558,7 +558,7 @@ TEST(ScoreTable, NoByteFallbackUsesUnk) {
   t = make_table(e);
   char msg[256] = {0};
   ErrorSink err{msg, sizeof(msg)};
-  ASSERT_EQ(ringlm::verify_tokenizer(t.tok(), t.vocab, &err), RLM_OK) << msg;
+  ASSERT_EQ(ringlm::internal::verify_tokenizer(t.tok(), t.vocab, &err), RLM_OK) << msg;
   EXPECT_EQ(enc(t, "axb"), (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(enc(t, "ab", true), (std::vector<int32_t>{0, 1}));  // no BOS in this table
 }
@@ -613,7 +613,7 @@ Status verify(const RawTable& r, uint32_t vocab_delta = 0, std::string* message 
   const Table t = r.build();
   char msg[256] = {0};
   ErrorSink err{msg, sizeof(msg)};
-  const Status s = ringlm::verify_tokenizer(t.tok(), t.vocab + vocab_delta, &err);
+  const Status s = ringlm::internal::verify_tokenizer(t.tok(), t.vocab + vocab_delta, &err);
   if (s != RLM_OK) EXPECT_NE(msg[0], 0) << "no message";
   if (message) *message = msg;
   return s;
@@ -644,7 +644,7 @@ TEST(VerifyTokenizer, RejectsHostileTables) {
       {"sorted_ids empty", [](RawTable& r) { r.sorted_ids.clear(); }},
       {"sorted_ids out of range", [](RawTable& r) { r.sorted_ids[2] = 7; }},
       {"piece too long",
-       [](RawTable& r) { r.pieces[3] = std::string(ringlm::kMaxPieceBytes + 1, 'a'); }},
+       [](RawTable& r) { r.pieces[3] = std::string(ringlm::internal::kMaxPieceBytes + 1, 'a'); }},
       // A duplicate (left, right): merges not strictly ordered.
       {"duplicate merge", [](RawTable& r) { r.merges.push_back(r.merges.back()); }},
       {"end id out of range", [](RawTable& r) { r.end_ids = {2, 7}; }},
@@ -705,13 +705,13 @@ TEST(VerifyTokenizer, VerifiedTablesAreSafeForAnyInput) {
     const Table t = q.build();
     char msg[256] = {0};
     ErrorSink err{msg, sizeof(msg)};
-    ASSERT_EQ(ringlm::verify_tokenizer(t.tok(), t.vocab, &err), RLM_OK) << msg;
+    ASSERT_EQ(ringlm::internal::verify_tokenizer(t.tok(), t.vocab, &err), RLM_OK) << msg;
     for (int iter = 0; iter < 200; ++iter) {
       std::string s(rng() % 40, '\0');
       for (char& c : s) c = "aab \xE2\x96\x81\xFF\x80"[rng() % 9];
       std::vector<int32_t> ids;
-      const uint32_t bos = (iter & 1) ? ringlm::kTokenizeAddBos : 0u;
-      ASSERT_EQ(encode(t, s, ringlm::kTokenizeParseSpecial | bos, &ids), RLM_OK);
+      const uint32_t bos = (iter & 1) ? ringlm::internal::kTokenizeAddBos : 0u;
+      ASSERT_EQ(encode(t, s, ringlm::internal::kTokenizeParseSpecial | bos, &ids), RLM_OK);
       for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < static_cast<int32_t>(t.vocab));
       decode(t, ids);
     }

@@ -26,11 +26,11 @@
 
 namespace {
 
-using ringlm::ErrorSink;
-using ringlm::Status;
-using ringlm::conv::TokenizerData;
+using ringlm::internal::ErrorSink;
+using ringlm::internal::Status;
+using ringlm::internal::conv::TokenizerData;
 using namespace tokvec;  // the tokenizer tests' helpers (Table, encode, enc, ...)
-namespace fb = ringlm::fb;
+namespace fb = ringlm::internal::fb;
 
 // ---- helpers --------------------------------------------------------------------------------
 
@@ -44,8 +44,8 @@ std::string decode(const Table& t, const std::vector<int32_t>& ids, uint32_t fla
   std::string s;
   int32_t prev = -1;
   for (int32_t id : ids) {
-    char buf[ringlm::kMaxPieceBytes];
-    const size_t n = ringlm::token_text_ex(t.tok(), prev, id, flags, buf, sizeof(buf));
+    char buf[ringlm::internal::kMaxPieceBytes];
+    const size_t n = ringlm::internal::token_text_ex(t.tok(), prev, id, flags, buf, sizeof(buf));
     EXPECT_LE(n, sizeof(buf));
     s.append(buf, std::min(n, sizeof(buf)));
     prev = id;
@@ -55,7 +55,7 @@ std::string decode(const Table& t, const std::vector<int32_t>& ids, uint32_t fla
 
 std::vector<std::string> split(fb::PreTokenizer pre, const std::string& text) {
   std::vector<uint32_t> ends(text.size() + 1);
-  const size_t n = ringlm::pretokenize(pre, text.data(), text.size(), ends.data(), ends.size());
+  const size_t n = ringlm::internal::pretokenize(pre, text.data(), text.size(), ends.data(), ends.size());
   EXPECT_LE(n, text.size());
   std::vector<std::string> words;
   uint32_t start = 0;
@@ -86,7 +86,7 @@ std::string show(const std::vector<std::string>& words) {
 bool verified(const Table& t) {
   char msg[256] = {0};
   ErrorSink err{msg, sizeof(msg)};
-  const Status s = ringlm::verify_tokenizer(t.tok(), t.vocab, &err);
+  const Status s = ringlm::internal::verify_tokenizer(t.tok(), t.vocab, &err);
   EXPECT_EQ(s, RLM_OK) << msg;
   return s == RLM_OK;
 }
@@ -130,7 +130,7 @@ Loaded& gpt2() {
     const std::string path = ringlm_test::shared_path("tokenizers/vectors/ggml-vocab-gpt-2.gguf");
     if (path.empty()) {
       l.why = "../shared/tokenizers/vectors/ggml-vocab-gpt-2.gguf not available";
-    } else if (!ringlm::conv::read_gguf_tokenizer(path, &l.data, &l.why)) {
+    } else if (!ringlm::internal::conv::read_gguf_tokenizer(path, &l.data, &l.why)) {
       ADD_FAILURE() << l.why;
     } else {
       l.table = tokvec::make_table(l.data);
@@ -147,7 +147,7 @@ Loaded& llama3() {
     const std::string path = ringlm_test::shared_path("tokenizers/llama3/tokenizer.model");
     if (path.empty()) {
       l.why = "../shared/tokenizers/llama3/tokenizer.model not available";
-    } else if (!ringlm::conv::read_tiktoken(path, &l.data, &l.why)) {
+    } else if (!ringlm::internal::conv::read_tiktoken(path, &l.data, &l.why)) {
       ADD_FAILURE() << l.why;
     } else {
       l.table = tokvec::make_table(l.data);
@@ -237,7 +237,7 @@ TEST(Llama3Vocab, SpecialTokensRoundTrip) {
     ASSERT_EQ(enc(l.table, text), (std::vector<int32_t>{id})) << text;
     // Control tokens decode to nothing by default, to their text with kTokenTextSpecial.
     EXPECT_EQ(decode(l.table, {id}), "");
-    EXPECT_EQ(decode(l.table, {id}, ringlm::kTokenTextSpecial), text);
+    EXPECT_EQ(decode(l.table, {id}, ringlm::internal::kTokenTextSpecial), text);
     // Without special parsing the text is ordinary text (and decodes back to itself).
     const std::vector<int32_t> plain = enc_plain(l.table, text);
     EXPECT_GT(plain.size(), 1u);
@@ -254,7 +254,7 @@ TEST(Llama3Vocab, ChatTemplateText) {
   const std::vector<int32_t> ids = enc(l.table, text);
   EXPECT_EQ(ids, (std::vector<int32_t>{128000, 128006, 882, 128007, 271, 13347, 1070, 128009,
                                        128006, 78191, 128007, 271}));
-  EXPECT_EQ(decode(l.table, ids, ringlm::kTokenTextSpecial), text);
+  EXPECT_EQ(decode(l.table, ids, ringlm::internal::kTokenTextSpecial), text);
   EXPECT_EQ(decode(l.table, ids), "user\n\nHi thereassistant\n\n");
   // BOS from the flag, then the text.
   EXPECT_EQ(enc(l.table, "Hello", true), (std::vector<int32_t>{128000, 9906}));
@@ -277,13 +277,13 @@ TEST(Llama3Vocab, LongTextTiming) {
   std::string text;
   while (text.size() < 10240) text += para;
   text.resize(10240);
-  std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(l.table.tok(), text.size()));
+  std::vector<uint8_t> scratch(ringlm::internal::tokenize_scratch_bytes(l.table.tok(), text.size()));
   std::vector<int32_t> ids(text.size() + 1);
   size_t n = 0;
   double best_ms = 1e9;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_EQ(ringlm::tokenize(l.table.tok(), l.table.vocab, text.data(), text.size(), false,
+    ASSERT_EQ(ringlm::internal::tokenize(l.table.tok(), l.table.vocab, text.data(), text.size(), false,
                                ids.data(), ids.size(), &n, scratch.data(), scratch.size(),
                                nullptr),
               RLM_OK);
@@ -328,9 +328,9 @@ void random_round_trips(const Table& t, uint32_t seed) {
   for (int iter = 0; iter < 400; ++iter) {
     const std::string text = random_text(&rng, 40);
     std::vector<int32_t> ids;
-    ASSERT_EQ(encode(t, text, ringlm::kTokenizeParseSpecial, &ids), RLM_OK);
+    ASSERT_EQ(encode(t, text, ringlm::internal::kTokenizeParseSpecial, &ids), RLM_OK);
     for (int32_t id : ids) ASSERT_TRUE(id >= 0 && static_cast<uint32_t>(id) < t.vocab);
-    ASSERT_EQ(decode(t, ids, ringlm::kTokenTextSpecial), text) << tokvec::join(ids);
+    ASSERT_EQ(decode(t, ids, ringlm::internal::kTokenTextSpecial), text) << tokvec::join(ids);
     ASSERT_EQ(encode(t, text, 0, &ids), RLM_OK);
     ASSERT_EQ(decode(t, ids), text);
   }
@@ -373,15 +373,15 @@ TEST(Llama3Vocab, CapacityAndScratchErrors) {
 
   // Too small an output: RLM_ERR_CAPACITY, the count needed, and the prefix written.
   std::vector<int32_t> ids;
-  EXPECT_EQ(encode(l.table, text, ringlm::kTokenizeAddBos | ringlm::kTokenizeParseSpecial, &ids,
+  EXPECT_EQ(encode(l.table, text, ringlm::internal::kTokenizeAddBos | ringlm::internal::kTokenizeParseSpecial, &ids,
                    2),
             RLM_ERR_CAPACITY);
-  std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(tok, text.size()));
+  std::vector<uint8_t> scratch(ringlm::internal::tokenize_scratch_bytes(tok, text.size()));
   std::vector<int32_t> out(3, -7);
   size_t n = 0;
   char msg[256] = {0};
   ErrorSink err{msg, sizeof(msg)};
-  EXPECT_EQ(ringlm::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(), 2,
+  EXPECT_EQ(ringlm::internal::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(), 2,
                              &n, scratch.data(), scratch.size(), &err),
             RLM_ERR_CAPACITY);
   EXPECT_EQ(n, full.size());
@@ -391,42 +391,42 @@ TEST(Llama3Vocab, CapacityAndScratchErrors) {
   EXPECT_NE(strstr(msg, "capacity"), nullptr) << msg;
 
   // Capacity 0 with a null output counts.
-  EXPECT_EQ(ringlm::tokenize(tok, l.table.vocab, text.data(), text.size(), false, nullptr, 0, &n,
+  EXPECT_EQ(ringlm::internal::tokenize(tok, l.table.vocab, text.data(), text.size(), false, nullptr, 0, &n,
                              scratch.data(), scratch.size(), &err),
             RLM_ERR_CAPACITY);
   EXPECT_EQ(n, full.size() - 1);
 
   // Scratch one byte short, or missing.
   out.assign(full.size(), 0);
-  EXPECT_EQ(ringlm::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(),
+  EXPECT_EQ(ringlm::internal::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(),
                              out.size(), &n, scratch.data(), scratch.size() - 1, &err),
             RLM_ERR_BUFFER_TOO_SMALL);
-  EXPECT_EQ(ringlm::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(),
+  EXPECT_EQ(ringlm::internal::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(),
                              out.size(), &n, nullptr, 0, &err),
             RLM_ERR_BUFFER_TOO_SMALL);
   // Exactly enough scratch works, at any alignment the caller's buffer has... as long as the
   // size covers the alignment slack the estimate includes.
   std::vector<uint8_t> big(scratch.size() + 16);
   for (size_t off = 0; off < 8; ++off) {
-    EXPECT_EQ(ringlm::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(),
+    EXPECT_EQ(ringlm::internal::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(),
                                out.size(), &n, big.data() + off, scratch.size(), &err),
               RLM_OK)
         << msg;
     EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + static_cast<long>(n)), full);
   }
   // Scratch grows with the text and the special tokens, not with the vocab's normal pieces.
-  const size_t s0 = ringlm::tokenize_scratch_bytes(tok, 0);
+  const size_t s0 = ringlm::internal::tokenize_scratch_bytes(tok, 0);
   EXPECT_LE(s0, 8 + 1024 + 256 * 4 + 8u);
-  EXPECT_LE(ringlm::tokenize_scratch_bytes(tok, 1000), s0 + 40 * 1000);
-  EXPECT_EQ(ringlm::tokenize_scratch_bytes(tok, (size_t{1} << 28) + 1), SIZE_MAX);
+  EXPECT_LE(ringlm::internal::tokenize_scratch_bytes(tok, 1000), s0 + 40 * 1000);
+  EXPECT_EQ(ringlm::internal::tokenize_scratch_bytes(tok, (size_t{1} << 28) + 1), SIZE_MAX);
   // Null n_out / text / tables.
-  EXPECT_EQ(ringlm::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(),
+  EXPECT_EQ(ringlm::internal::tokenize(tok, l.table.vocab, text.data(), text.size(), true, out.data(),
                              out.size(), nullptr, scratch.data(), scratch.size(), &err),
             RLM_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(ringlm::tokenize(tok, l.table.vocab, nullptr, 3, true, out.data(), out.size(), &n,
+  EXPECT_EQ(ringlm::internal::tokenize(tok, l.table.vocab, nullptr, 3, true, out.data(), out.size(), &n,
                              scratch.data(), scratch.size(), &err),
             RLM_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(ringlm::tokenize(tok, l.table.vocab + 1, text.data(), text.size(), true, out.data(),
+  EXPECT_EQ(ringlm::internal::tokenize(tok, l.table.vocab + 1, text.data(), text.size(), true, out.data(),
                              out.size(), &n, scratch.data(), scratch.size(), &err),
             RLM_ERR_MODEL_TOKENIZER);
 }
@@ -501,33 +501,33 @@ TEST(PreTokenizer, NoneKeepsTextWhole) {
 
 // Unicode classes and the GPT-2 byte map.
 TEST(Unicode, ClassesAndByteMap) {
-  using ringlm::CpClass;
-  EXPECT_EQ(ringlm::cp_class('a'), CpClass::Letter);
-  EXPECT_EQ(ringlm::cp_class('7'), CpClass::Number);
-  EXPECT_EQ(ringlm::cp_class(' '), CpClass::Space);
-  EXPECT_EQ(ringlm::cp_class('\v'), CpClass::Space);
-  EXPECT_EQ(ringlm::cp_class(0x1C), CpClass::Other);  // not White_Space (str.isspace says yes)
-  EXPECT_EQ(ringlm::cp_class(0x85), CpClass::Space);
-  EXPECT_EQ(ringlm::cp_class(0x3000), CpClass::Space);
-  EXPECT_EQ(ringlm::cp_class(0x200B), CpClass::Other);  // zero width space is not \s
-  EXPECT_EQ(ringlm::cp_class(0x65E5), CpClass::Letter);  // 日
-  EXPECT_EQ(ringlm::cp_class(0xBD), CpClass::Number);    // ½
-  EXPECT_EQ(ringlm::cp_class(0x0301), CpClass::Other);   // combining acute (Mn)
-  EXPECT_EQ(ringlm::cp_class(0x1F642), CpClass::Other);  // 🙂
-  EXPECT_EQ(ringlm::cp_class(0x10FFFF), CpClass::Other);
-  EXPECT_EQ(ringlm::cp_class(0x110000), CpClass::Other);
-  EXPECT_STREQ(ringlm::unicode_tables_version(), "14.0.0");
+  using ringlm::internal::CpClass;
+  EXPECT_EQ(ringlm::internal::cp_class('a'), CpClass::Letter);
+  EXPECT_EQ(ringlm::internal::cp_class('7'), CpClass::Number);
+  EXPECT_EQ(ringlm::internal::cp_class(' '), CpClass::Space);
+  EXPECT_EQ(ringlm::internal::cp_class('\v'), CpClass::Space);
+  EXPECT_EQ(ringlm::internal::cp_class(0x1C), CpClass::Other);  // not White_Space (str.isspace says yes)
+  EXPECT_EQ(ringlm::internal::cp_class(0x85), CpClass::Space);
+  EXPECT_EQ(ringlm::internal::cp_class(0x3000), CpClass::Space);
+  EXPECT_EQ(ringlm::internal::cp_class(0x200B), CpClass::Other);  // zero width space is not \s
+  EXPECT_EQ(ringlm::internal::cp_class(0x65E5), CpClass::Letter);  // 日
+  EXPECT_EQ(ringlm::internal::cp_class(0xBD), CpClass::Number);    // ½
+  EXPECT_EQ(ringlm::internal::cp_class(0x0301), CpClass::Other);   // combining acute (Mn)
+  EXPECT_EQ(ringlm::internal::cp_class(0x1F642), CpClass::Other);  // 🙂
+  EXPECT_EQ(ringlm::internal::cp_class(0x10FFFF), CpClass::Other);
+  EXPECT_EQ(ringlm::internal::cp_class(0x110000), CpClass::Other);
+  EXPECT_STREQ(ringlm::internal::unicode_tables_version(), "14.0.0");
   int seen[0x144] = {0};
   for (int b = 0; b < 256; ++b) {
-    const uint32_t cp = ringlm::gpt2_byte_to_cp(static_cast<uint8_t>(b));
+    const uint32_t cp = ringlm::internal::gpt2_byte_to_cp(static_cast<uint8_t>(b));
     ASSERT_LT(cp, 0x144u);
     EXPECT_EQ(seen[cp]++, 0) << "byte " << b;
-    EXPECT_EQ(ringlm::gpt2_cp_to_byte(cp), b);
+    EXPECT_EQ(ringlm::internal::gpt2_cp_to_byte(cp), b);
   }
-  EXPECT_EQ(ringlm::gpt2_byte_to_cp(' '), 0x120u);   // Ġ
-  EXPECT_EQ(ringlm::gpt2_byte_to_cp('\n'), 0x10Au);  // Ċ
-  EXPECT_EQ(ringlm::gpt2_cp_to_byte(0x144), -1);
-  EXPECT_EQ(ringlm::gpt2_cp_to_byte(0x20), -1);
+  EXPECT_EQ(ringlm::internal::gpt2_byte_to_cp(' '), 0x120u);   // Ġ
+  EXPECT_EQ(ringlm::internal::gpt2_byte_to_cp('\n'), 0x10Au);  // Ċ
+  EXPECT_EQ(ringlm::internal::gpt2_cp_to_byte(0x144), -1);
+  EXPECT_EQ(ringlm::internal::gpt2_cp_to_byte(0x20), -1);
 }
 
 // ---- a small synthetic table ----------------------------------------------------------------
@@ -536,7 +536,7 @@ std::string g(const std::string& raw) {  // raw bytes -> GPT-2 characters
   std::string s;
   for (unsigned char b : raw) {
     uint8_t u[2];
-    s.append(reinterpret_cast<const char*>(u), ringlm::gpt2_byte_to_utf8(b, u));
+    s.append(reinterpret_cast<const char*>(u), ringlm::internal::gpt2_byte_to_utf8(b, u));
   }
   return s;
 }
@@ -616,7 +616,7 @@ TEST(TinyByteLevel, SpecialTokenMatching) {
                                                         id_of(d, "a"), id_of(d, "|")}));
   // Decode: control -> nothing (or its text), user-defined -> its raw text.
   EXPECT_EQ(decode(t, {a, think, b}), "<think>");
-  EXPECT_EQ(decode(t, {a, think, b}, ringlm::kTokenTextSpecial), "<|a|><think><|b|>");
+  EXPECT_EQ(decode(t, {a, think, b}, ringlm::internal::kTokenTextSpecial), "<|a|><think><|b|>");
   // Without special parsing every byte is text.
   std::vector<int32_t> ids = enc_plain(t, "<s>");
   EXPECT_EQ(ids, (std::vector<int32_t>{id_of(d, "<"), id_of(d, "s"), id_of(d, ">")}));
@@ -665,7 +665,7 @@ TEST(TinyByteLevel, DecodeOfPiecesOutsideTheAlphabet) {
   EXPECT_EQ(decode(t, {-1}), "");
   // token_text writes at most cap bytes and returns the full length.
   char buf[2] = {'#', '#'};
-  EXPECT_EQ(ringlm::token_text(t.tok(), -1, n - 2, buf, 1), 3u);
+  EXPECT_EQ(ringlm::internal::token_text(t.tok(), -1, n - 2, buf, 1), 3u);
   EXPECT_EQ(buf[0], '\xE6');
   EXPECT_EQ(buf[1], '#');
 }
@@ -683,7 +683,7 @@ TEST(TinyByteLevel, RandomVerifiedTablesAreSafeForAnyInput) {
     const size_t n = 1 + rng() % 40;
     for (size_t i = 0; i < n; ++i) {
       std::string p(rng() % (i == 0 ? 300 : 6), '\0');
-      if (p.size() > ringlm::kMaxPieceBytes) p.resize(ringlm::kMaxPieceBytes);
+      if (p.size() > ringlm::internal::kMaxPieceBytes) p.resize(ringlm::internal::kMaxPieceBytes);
       for (char& c : p) c = kAlphabet[rng() % kAlpha];
       if (rng() % 3 == 0) p = g(std::string(1, static_cast<char>(rng() % 256)));
       d.pieces.push_back(p);
@@ -709,7 +709,7 @@ TEST(TinyByteLevel, RandomVerifiedTablesAreSafeForAnyInput) {
         ASSERT_EQ(encode(t, text, flags, &ids, 4 * text.size() + 4), RLM_OK);
         for (int32_t id : ids) ASSERT_TRUE(id >= 0 && static_cast<uint32_t>(id) < t.vocab);
         decode(t, ids);
-        decode(t, ids, ringlm::kTokenTextSpecial);
+        decode(t, ids, ringlm::internal::kTokenTextSpecial);
       }
     }
   }
@@ -791,7 +791,7 @@ TEST(HfTokenizerJson, ByteLevelReaderAndPreTokenizerDetection) {
     const std::string path = write_tokenizer_json(dir, c.pre, c.post);
     TokenizerData d;
     std::string err;
-    ASSERT_TRUE(ringlm::conv::read_hf_tokenizer(path, &d, &err)) << err;
+    ASSERT_TRUE(ringlm::internal::conv::read_hf_tokenizer(path, &d, &err)) << err;
     EXPECT_EQ(d.kind, fb::TokenizerKind::ByteLevel);
     EXPECT_EQ(d.pre_tokenizer, c.want);
     EXPECT_EQ(d.add_bos, c.bos);

@@ -18,12 +18,12 @@
 #include "heap_counter.h"
 
 using namespace ringlm_test;
-using ringlm::fb::DType;
+using ringlm::internal::fb::DType;
 
 namespace {
 
 #define SKIP_WITHOUT_XNNPACK() \
-  if (!ringlm::xnnpack_compiled()) GTEST_SKIP() << "built without XNNPACK (RINGLM_XNNPACK)"
+  if (!ringlm::internal::xnnpack_compiled()) GTEST_SKIP() << "built without XNNPACK (RINGLM_XNNPACK)"
 
 // stories260K converted and opened once per process (f32 or q8); null when ../shared lacks it
 // (when it is there, a failure to convert or open it is a test failure).
@@ -221,7 +221,7 @@ TEST(Xnnpack, ConfigErrors) {
   cfg = config("xnnpack", 1);
   EXPECT_EQ(rlm_session_memory(&q8->model, &cfg, &need, nullptr), RLM_ERR_UNSUPPORTED);
   EXPECT_EQ(rlm_session_config_check(&q8->model, &cfg, msg, sizeof msg), RLM_ERR_UNSUPPORTED);
-  const char* why = ringlm::xnnpack_compiled() ? "no f32 weight matrix" : "no XNNPACK";
+  const char* why = ringlm::internal::xnnpack_compiled() ? "no f32 weight matrix" : "no XNNPACK";
   EXPECT_NE(strstr(msg, why), nullptr) << msg;
   AlignedBuffer mem(1 << 20);
   rlm_session* s = nullptr;
@@ -285,35 +285,35 @@ TEST(Xnnpack, ConcurrentInits) {
 TEST(Xnnpack, OperatorBound) {
   SKIP_WITHOUT_XNNPACK();
   const char* why = "";
-  ASSERT_TRUE(ringlm::xnnpack_ready(&why)) << why;
+  ASSERT_TRUE(ringlm::internal::xnnpack_ready(&why)) << why;
   const uint32_t shapes[][2] = {{1, 1}, {16, 64}, {33, 17}, {64, 172}, {172, 64}, {48, 512},
                                 {576, 576}, {1536, 576}, {100, 1000}, {257, 3}};
   for (const auto& sh : shapes) {
     const uint32_t rows = sh[0], cols = sh[1];
     SCOPED_TRACE(testing::Message() << rows << "x" << cols);
     std::vector<float> w(static_cast<size_t>(rows) * cols, 0.5f);
-    const size_t bound = ringlm::xnnpack_f32_fc_bound(rows, cols);
+    const size_t bound = ringlm::internal::xnnpack_f32_fc_bound(rows, cols);
     AlignedBuffer region(bound);
-    ringlm::XnnArena arena{};
+    ringlm::internal::XnnArena arena{};
     arena.base = static_cast<uint8_t*>(region.data());
     arena.cap = bound;
     void* op = nullptr;
     char msg[256] = "";
-    ASSERT_TRUE(ringlm::xnnpack_create_f32(&arena, w.data(), rows, cols, rows, &op, msg,
+    ASSERT_TRUE(ringlm::internal::xnnpack_create_f32(&arena, w.data(), rows, cols, rows, &op, msg,
                                            sizeof msg))
         << msg;
     EXPECT_LE(arena.used, bound);
     // The operator computes x · Wᵀ: every output is 0.5 * sum(x) = 0.5 * cols.
     std::vector<float> x(static_cast<size_t>(3) * cols + 16, 1.0f), y(3u * rows, -1.0f);
-    ringlm::xnnpack_run_f32(op, x.data(), 3, y.data());
+    ringlm::internal::xnnpack_run_f32(op, x.data(), 3, y.data());
     for (float v : y) ASSERT_FLOAT_EQ(v, 0.5f * static_cast<float>(cols));
-    ringlm::xnnpack_delete(op);
+    ringlm::internal::xnnpack_delete(op);
 
-    ringlm::XnnArena small{};
+    ringlm::internal::XnnArena small{};
     small.base = arena.base;
     small.cap = arena.used - 1;
     op = nullptr;
-    EXPECT_FALSE(ringlm::xnnpack_create_f32(&small, w.data(), rows, cols, rows, &op, msg,
+    EXPECT_FALSE(ringlm::internal::xnnpack_create_f32(&small, w.data(), rows, cols, rows, &op, msg,
                                             sizeof msg));
     EXPECT_EQ(op, nullptr);
     EXPECT_NE(strstr(msg, "bound"), nullptr) << msg;

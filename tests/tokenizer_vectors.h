@@ -80,14 +80,14 @@ inline bool load_vectors(const std::string& name, Vectors* v, std::string* why) 
 struct Table {
   std::vector<uint8_t> buf;
   uint32_t vocab = 0;
-  const ringlm::fb::Tokenizer* tok() const {
-    return flatbuffers::GetRoot<ringlm::fb::Tokenizer>(buf.data());
+  const ringlm::internal::fb::Tokenizer* tok() const {
+    return flatbuffers::GetRoot<ringlm::internal::fb::Tokenizer>(buf.data());
   }
 };
 
-inline Table make_table(const ringlm::conv::TokenizerData& d) {
+inline Table make_table(const ringlm::internal::conv::TokenizerData& d) {
   Table t;
-  t.buf = ringlm::conv::tokenizer_only_buffer(d);
+  t.buf = ringlm::internal::conv::tokenizer_only_buffer(d);
   t.vocab = static_cast<uint32_t>(d.pieces.size());
   return t;
 }
@@ -95,16 +95,16 @@ inline Table make_table(const ringlm::conv::TokenizerData& d) {
 // tokenize_ex of `text` with `flags` into *ids, with room for `cap` ids (SIZE_MAX: enough for any
 // text, one per byte plus BOS and the space prefix). *ids holds the ids on success and is empty on
 // failure; *msg (when given) receives the error message.
-inline ringlm::Status encode(const Table& t, const std::string& text, uint32_t flags,
+inline ringlm::internal::Status encode(const Table& t, const std::string& text, uint32_t flags,
                              std::vector<int32_t>* ids, size_t cap = SIZE_MAX,
                              std::string* msg = nullptr) {
   if (cap == SIZE_MAX) cap = text.size() + 2;
-  std::vector<uint8_t> scratch(ringlm::tokenize_scratch_bytes(t.tok(), text.size()));
+  std::vector<uint8_t> scratch(ringlm::internal::tokenize_scratch_bytes(t.tok(), text.size()));
   ids->assign(cap, -7);
   size_t n = 0;
   char buf[256] = {0};
-  ringlm::ErrorSink err{buf, sizeof(buf)};
-  const ringlm::Status s = ringlm::tokenize_ex(t.tok(), t.vocab, text.data(), text.size(), flags,
+  ringlm::internal::ErrorSink err{buf, sizeof(buf)};
+  const ringlm::internal::Status s = ringlm::internal::tokenize_ex(t.tok(), t.vocab, text.data(), text.size(), flags,
                                                ids->data(), cap, &n, scratch.data(),
                                                scratch.size(), &err);
   if (msg) *msg = buf;
@@ -117,7 +117,7 @@ inline ringlm::Status encode(const Table& t, const std::string& text, uint32_t f
 inline std::vector<int32_t> enc(const Table& t, const std::string& text, bool bos = false) {
   std::vector<int32_t> ids;
   std::string msg;
-  EXPECT_EQ(encode(t, text, ringlm::kTokenizeParseSpecial | (bos ? ringlm::kTokenizeAddBos : 0u),
+  EXPECT_EQ(encode(t, text, ringlm::internal::kTokenizeParseSpecial | (bos ? ringlm::internal::kTokenizeAddBos : 0u),
                    &ids, SIZE_MAX, &msg),
             RLM_OK)
       << "'" << text << "': " << msg;

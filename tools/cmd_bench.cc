@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -28,7 +30,7 @@
 
 namespace {
 
-using namespace ringlm;
+using namespace ringlm::internal;
 
 const char kUsage[] =
     "usage: ringlm bench -m MODEL [options]\n"
@@ -73,6 +75,13 @@ const char kUsage[] =
     "                          (column \"XNNPACK+CPU/<kernels>\": the rest stays native), e.g.\n"
     "                          --backend native,xnnpack to compare in one table; \"unsupported\"\n"
     "                          without XNNPACK in the build or without f32 matrices\n"
+    "      --background LIST   background load, comma-separated counts of busy-loop processes\n"
+    "                          (e.g. 0,1,2): each count gets its own rows (column \"load\"),\n"
+    "                          with the processes started before its runs and stopped after\n"
+    "                          them (and at exit). They inherit this process's CPU affinity,\n"
+    "                          so they compete for the same cores (pin the bench with taskset\n"
+    "                          to choose them). Default -t becomes 1,2, and a summary line per\n"
+    "                          load compares each thread count with one thread.\n"
     "  -r, --repetitions N     timed repetitions per test (default 5)\n"
     "  -b, --batch N           prefill tokens per forward pass (n_batch; default min(p, 512))\n"
     "      --kv f32|f16        KV cache precision (default f32)\n"
@@ -80,7 +89,9 @@ const char kUsage[] =
     "                          last-level cache; 0 = skip the bandwidth measurement)\n"
     "  -h, --help              this help\n"
     "\n"
-    "The table goes to stdout; progress and notes go to stderr.\n";
+    "The table goes to stdout; progress and notes go to stderr. Exit status: 0 when every row\n"
+    "ran, 1 when a row is \"unsupported\" or failed (the table is still printed), 2 for usage\n"
+    "errors.\n";
 
 double now_s() {
   struct timespec ts;
@@ -112,12 +123,12 @@ bool parse_name_list(const char* s, std::vector<std::string>* out) {
   return !out->empty();
 }
 
-bool parse_u32_list(const char* s, std::vector<uint32_t>* out) {
+bool parse_u32_list(const char* s, std::vector<uint32_t>* out, bool zero_ok = false) {
   std::string item;
   for (const char* p = s;; ++p) {
     if (*p == ',' || *p == '\0') {
       uint32_t v;
-      if (item.empty() || !parse_u32(item.c_str(), &v) || v == 0) return false;
+      if (item.empty() || !parse_u32(item.c_str(), &v) || (v == 0 && !zero_ok)) return false;
       out->push_back(v);
       item.clear();
       if (!*p) break;
@@ -248,6 +259,53 @@ struct SessionMemory {
   }
 };
 
+// --background: busy-loop child processes competing for this process's cores (a phone's other
+// apps, a shared server). Children inherit the CPU affinity and die with this process
+// (PR_SET_PDEATHSIG), so none outlives the bench even if it is killed.
+class BackgroundLoad {
+ public:
+  BackgroundLoad() = default;
+  BackgroundLoad(const BackgroundLoad&) = delete;
+  BackgroundLoad& operator=(const BackgroundLoad&) = delete;
+  ~BackgroundLoad() { stop(); }
+
+  // Starts n busy processes; false (none left running) if fork fails.
+  bool start(uint32_t n) {
+    const pid_t parent = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    for (uint32_t i = 0; i < n; ++i) {
+      const pid_t pid = fork();
+      if (pid < 0) {
+        stop();
+        return false;
+      }
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(0);  // the bench is already gone
+        volatile uint64_t spin = 0;
+        for (;;) spin = spin + 1;
+      }
+      pids_.push_back(pid);
+    }
+    return true;
+  }
+
+  void stop() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) {
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    pids_.clear();
+  }
+
+  const std::vector<pid_t>& pids() const { return pids_; }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
 // Weights below this are likely cache-resident during decode (a typical per-cluster L3).
 constexpr uint64_t kCacheSized = 32ull << 20;
 
@@ -363,13 +421,16 @@ struct Row {
   Stat tps;
 };
 
+// `load`: the background process count, or -1 for no "load" column.
 void print_row(const std::string& model, const std::string& size, const std::string& params,
-               const std::string& backend, const Row& r) {
+               const std::string& backend, int64_t load, const Row& r) {
   char tps[96];
   if (r.supported) snprintf(tps, sizeof tps, "%.2f ± %.2f", r.tps.mean, r.tps.sd);
   else snprintf(tps, sizeof tps, "unsupported");
-  printf("| %s | %s | %s | %s | %u | %s | %s |\n", model.c_str(), size.c_str(), params.c_str(),
-         backend.c_str(), r.threads, r.test.c_str(), tps);
+  char load_cell[32] = "";
+  if (load >= 0) snprintf(load_cell, sizeof load_cell, " %lld |", static_cast<long long>(load));
+  printf("| %s | %s | %s | %s | %u |%s %s | %s |\n", model.c_str(), size.c_str(), params.c_str(),
+         backend.c_str(), r.threads, load_cell, r.test.c_str(), tps);
   fflush(stdout);
 }
 
@@ -380,7 +441,7 @@ int cmd_bench(int argc, char** argv) {
   fb::DType quant = fb::DType::Q8;
   bool quant_given = false, as_llama = false;
   uint32_t seed = 1, layers = 0, n_prompt = 128, n_gen = 128, reps = 5, batch = 0, bw_mib = 256;
-  std::vector<uint32_t> threads;
+  std::vector<uint32_t> threads, loads;
   std::vector<std::string> kernels, backends;
   rlm_kv_dtype kv = RLM_KV_F32;
 
@@ -433,6 +494,10 @@ int cmd_bench(int argc, char** argv) {
       if (!need()) return 2;
       ok = parse_name_list(v, &backends);
       for (const std::string& b : backends) ok = ok && (b == "native" || b == "xnnpack");
+    } else if (a == "--background") {
+      if (!need()) return 2;
+      ok = parse_u32_list(v, &loads, true);
+      for (uint32_t n : loads) ok = ok && n <= 64;
     } else if (a == "-r" || a == "--repetitions") {
       if (!need()) return 2;
       ok = parse_u32(v, &reps) && reps > 0;
@@ -469,7 +534,10 @@ int cmd_bench(int argc, char** argv) {
     fprintf(stderr, "ringlm bench: nothing to run (-p 0 and -n 0)\n");
     return 2;
   }
-  if (threads.empty()) threads.push_back(1);
+  if (threads.empty()) {
+    threads.push_back(1);
+    if (!loads.empty()) threads.push_back(2);  // --background: one thread against two
+  }
   if (kernels.empty()) kernels.push_back("auto");
   if (backends.empty()) backends.push_back("native");
 
@@ -545,8 +613,15 @@ int cmd_bench(int argc, char** argv) {
   rlm_sampling_default(&sp);
   sp.temperature = 0.0f;
 
-  printf("| model | size | params | backend | threads | test | t/s |\n");
-  printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+  const bool load_column = !loads.empty();
+  if (loads.empty()) loads.push_back(0);
+  if (load_column) {
+    printf("| model | size | params | backend | threads | load | test | t/s |\n");
+    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+  } else {
+    printf("| model | size | params | backend | threads | test | t/s |\n");
+    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+  }
   fflush(stdout);
   struct RunResult {
     std::string backend;
@@ -554,95 +629,120 @@ int cmd_bench(int argc, char** argv) {
     bool supported;
     double tg_tps;
     size_t session_bytes;
+    uint32_t load;
+    double pp_tps;
   };
+  uint32_t failed_rows = 0, rows_total = 0;
   std::vector<RunResult> results;
   const std::string pp_name = "pp" + std::to_string(n_prompt);
   const std::string tg_name = "tg" + std::to_string(n_gen);
   std::string auto_name;  // resolved once, when "auto" is asked for
-  for (const std::string& kname : kernels) {
-    const bool is_auto = kname == "auto";
-    if (is_auto && auto_name.empty()) {
-      auto_name = resolve_auto_kernels(&model, cfg);
-      if (auto_name.empty()) auto_name = "auto";
+  BackgroundLoad background;
+  for (const uint32_t load : loads) {
+    const int64_t load_cell = load_column ? static_cast<int64_t>(load) : -1;
+    background.stop();
+    if (load) {
+      if (!background.start(load)) {
+        fprintf(stderr, "ringlm bench: cannot start the background load: %s\n", strerror(errno));
+        return 1;
+      }
+      std::string ids;
+      for (pid_t pid : background.pids()) ids += " " + std::to_string(pid);
+      fprintf(stderr, "ringlm bench: background load: %u busy process%s (pid%s)\n", load,
+              load == 1 ? "" : "es", ids.c_str());
     }
-    cfg.kernels = is_auto ? nullptr : kname.c_str();
-    const std::string cpu = "CPU/" + (is_auto ? auto_name : kname);
-    for (const std::string& bname : backends) {
-      cfg.backend = bname.c_str();
-      const std::string backend = (bname == "xnnpack" ? "XNNPACK+" : "") + cpu;
-      for (uint32_t nt : threads) {
-        cfg.n_threads = nt;
-        RunResult rr{backend, nt, false, 0.0, 0};
-        size_t need = 0, align = 0;
-        SessionMemory sm;
-        st = rlm_session_memory(&model, &cfg, &need, &align);
-        if (st == RLM_OK) {
-          sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
-          if (!sm.mem) {
-            fprintf(stderr, "ringlm bench: cannot allocate %zu bytes of session memory\n", need);
+    for (const std::string& kname : kernels) {
+      const bool is_auto = kname == "auto";
+      if (is_auto && auto_name.empty()) {
+        auto_name = resolve_auto_kernels(&model, cfg);
+        if (auto_name.empty()) auto_name = "auto";
+      }
+      cfg.kernels = is_auto ? nullptr : kname.c_str();
+      const std::string cpu = "CPU/" + (is_auto ? auto_name : kname);
+      for (const std::string& bname : backends) {
+        cfg.backend = bname.c_str();
+        const std::string backend = (bname == "xnnpack" ? "XNNPACK+" : "") + cpu;
+        for (uint32_t nt : threads) {
+          cfg.n_threads = nt;
+          RunResult rr{backend, nt, false, 0.0, 0, load, 0.0};
+          size_t need = 0, align = 0;
+          SessionMemory sm;
+          st = rlm_session_memory(&model, &cfg, &need, &align);
+          if (st == RLM_OK) {
+            sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
+            if (!sm.mem) {
+              fprintf(stderr, "ringlm bench: cannot allocate %zu bytes of session memory\n", need);
+              return 1;
+            }
+            st = rlm_session_init(&model, &cfg, sm.mem, need, &sm.s);
+          }
+          if (st != RLM_OK) sm.s = nullptr;
+          rlm_session* const s = sm.s;
+          if (st != RLM_OK) {
+            char why[256];
+            rlm_session_config_check(&model, &cfg, why, sizeof why);
+            fprintf(stderr, "ringlm bench: %s, %u thread(s): session: %s%s%s\n",
+                    backend.c_str(), nt, rlm_status_string(st), *why ? ": " : "", why);
+            for (const std::string* t : {&pp_name, &tg_name}) {
+              if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
+              Row row;
+              row.threads = nt;
+              row.test = *t;
+              print_row(label, size_s, params_s, backend, load_cell, row);
+              ++failed_rows;
+              ++rows_total;
+            }
+            results.push_back(rr);
+            continue;
+          }
+          rr.supported = true;
+          rr.session_bytes = need;
+          if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
+            fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
             return 1;
           }
-          st = rlm_session_init(&model, &cfg, sm.mem, need, &sm.s);
-        }
-        if (st != RLM_OK) sm.s = nullptr;
-        rlm_session* const s = sm.s;
-        if (st != RLM_OK) {
-          char why[256];
-          rlm_session_config_check(&model, &cfg, why, sizeof why);
-          fprintf(stderr, "ringlm bench: %s, %u thread(s): session: %s%s%s\n", backend.c_str(), nt,
-                  rlm_status_string(st), *why ? ": " : "", why);
-          for (const std::string* t : {&pp_name, &tg_name}) {
-            if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
-            Row row;
-            row.threads = nt;
-            row.test = *t;
-            print_row(label, size_s, params_s, backend, row);
+          Runner run;
+          run.s = s;
+          run.vocab = info.vocab_size;
+          run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
+          double secs = 0;
+          // Warm-up (untimed): faults the weights in and settles clocks.
+          fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
+          if ((n_prompt && !run.pp(n_prompt, &secs)) ||
+              (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
+            fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
+            return 1;
+          }
+          // `reps` timed runs of one test (pp or tg over n tokens); prints its row.
+          auto measure = [&](const std::string& name, uint32_t n, bool prefill, Row* row) {
+            std::vector<double> v;
+            for (uint32_t r = 0; r < reps; ++r) {
+              if (!(prefill ? run.pp(n, &secs) : run.tg(n, &secs))) {
+                fprintf(stderr, "ringlm bench: %s: %s\n", name.c_str(), run.error.c_str());
+                return false;
+              }
+              v.push_back(n / secs);
+            }
+            *row = Row{nt, name, true, stats_of(v)};
+            print_row(label, size_s, params_s, backend, load_cell, *row);
+            ++rows_total;
+            return true;
+          };
+          Row row;
+          if (n_prompt) {
+            if (!measure(pp_name, n_prompt, true, &row)) return 1;
+            rr.pp_tps = row.tps.mean;
+          }
+          if (n_gen) {
+            if (!measure(tg_name, n_gen, false, &row)) return 1;
+            rr.tg_tps = row.tps.mean;
           }
           results.push_back(rr);
-          continue;
         }
-        rr.supported = true;
-        rr.session_bytes = need;
-        if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
-          fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
-          return 1;
-        }
-        Runner run;
-        run.s = s;
-        run.vocab = info.vocab_size;
-        run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
-        double secs = 0;
-        // Warm-up (untimed): faults the weights in and settles clocks.
-        fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
-        if ((n_prompt && !run.pp(n_prompt, &secs)) ||
-            (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
-          fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
-          return 1;
-        }
-        // `reps` timed runs of one test (pp or tg over n tokens); prints its row.
-        auto measure = [&](const std::string& name, uint32_t n, bool prefill, Row* row) {
-          std::vector<double> v;
-          for (uint32_t r = 0; r < reps; ++r) {
-            if (!(prefill ? run.pp(n, &secs) : run.tg(n, &secs))) {
-              fprintf(stderr, "ringlm bench: %s: %s\n", name.c_str(), run.error.c_str());
-              return false;
-            }
-            v.push_back(n / secs);
-          }
-          *row = Row{nt, name, true, stats_of(v)};
-          print_row(label, size_s, params_s, backend, *row);
-          return true;
-        };
-        Row row;
-        if (n_prompt && !measure(pp_name, n_prompt, true, &row)) return 1;
-        if (n_gen) {
-          if (!measure(tg_name, n_gen, false, &row)) return 1;
-          rr.tg_tps = row.tps.mean;
-        }
-        results.push_back(rr);
       }
     }
   }
+  background.stop();
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   const double peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;  // KiB on Linux
@@ -671,15 +771,35 @@ int cmd_bench(int argc, char** argv) {
   for (const RunResult& r : results) {
     if (!r.supported || n_gen == 0) continue;
     const double gbs = static_cast<double>(info.weight_bytes) * r.tg_tps * 1e-9;
-    printf("decode (%s, %u thread%s): %.2f GB/s effective weight traffic (%s x %.2f t/s)",
-           r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", gbs, size_s.c_str(),
-           r.tg_tps);
+    char load_note[48] = "";
+    if (load_column) snprintf(load_note, sizeof load_note, ", load %u", r.load);
+    printf("decode (%s, %u thread%s%s): %.2f GB/s effective weight traffic (%s x %.2f t/s)",
+           r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", load_note, gbs,
+           size_s.c_str(), r.tg_tps);
     if (const BandwidthResult* b = bw_for(r.threads)) {
       printf(" = %.1f%% of triad %.2f GB/s, %.1f%% of read %.2f GB/s",
              b->triad_gbs > 0 ? 100.0 * gbs / b->triad_gbs : 0.0, b->triad_gbs,
              b->read_gbs > 0 ? 100.0 * gbs / b->read_gbs : 0.0, b->read_gbs);
     }
     printf("\n");
+  }
+  // --background: each thread count against one thread, per load and backend column.
+  if (load_column) {
+    for (const RunResult& r : results) {
+      if (!r.supported || r.threads == 1) continue;
+      const RunResult* one = nullptr;
+      for (const RunResult& o : results)
+        if (o.supported && o.threads == 1 && o.load == r.load && o.backend == r.backend) one = &o;
+      if (!one) continue;
+      printf("load %u (%s): %u threads vs 1:", r.load, r.backend.c_str(), r.threads);
+      if (n_prompt)
+        printf(" %s %.2f vs %.2f t/s (%+.1f%%)", pp_name.c_str(), r.pp_tps, one->pp_tps,
+               100.0 * (r.pp_tps / one->pp_tps - 1.0));
+      if (n_gen)
+        printf("%s %s %.2f vs %.2f t/s (%+.1f%%)", n_prompt ? "," : "", tg_name.c_str(), r.tg_tps,
+               one->tg_tps, 100.0 * (r.tg_tps / one->tg_tps - 1.0));
+      printf("\n");
+    }
   }
   if (n_gen && info.weight_bytes < kCacheSized)
     printf("note: the weights (%s) fit in a last-level cache; decode here is bound by compute "
@@ -709,5 +829,9 @@ int cmd_bench(int argc, char** argv) {
   }
   printf(" | peak RSS %s\n", human_bytes(peak_rss).c_str());
   fflush(stdout);
+  if (failed_rows) {
+    fprintf(stderr, "ringlm bench: %u of %u rows did not run\n", failed_rows, rows_total);
+    return 1;
+  }
   return 0;
 }

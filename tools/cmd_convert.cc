@@ -55,7 +55,7 @@ void usage(FILE* f) {
 }  // namespace
 
 int cmd_convert(int argc, char** argv) {
-  ringlm::conv::ConvertOptions opts;
+  ringlm::internal::conv::ConvertOptions opts;
   std::string out, synthetic, chat;
   uint32_t layers = 0, seed = 1;
   bool quiet = false, verbose = false;
@@ -78,7 +78,7 @@ int cmd_convert(int argc, char** argv) {
     } else if (!strcmp(a, "--quant") || !strcmp(a, "--dtype")) {
       const char* v = value(a);
       if (!v) return 2;
-      if (!ringlm::conv::parse_dtype(v, &opts.quant)) {
+      if (!ringlm::internal::conv::parse_dtype(v, &opts.quant)) {
         fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4)\n", v);
         return 2;
       }
@@ -142,13 +142,13 @@ int cmd_convert(int argc, char** argv) {
     // Before any reading: a refused target (a device, FIFO, symlink, read-only file) should not
     // cost a conversion first. write_model_file checks again when it renames.
     std::string err;
-    if (!ringlm::conv::check_output_target(out, &err)) {
+    if (!ringlm::internal::conv::check_output_target(out, &err)) {
       fprintf(stderr, "ringlm convert: %s\n", err.c_str());
       return 1;
     }
     // The source is read while the output is written: replacing it would lose the checkpoint.
     for (const std::string& in : {opts.source, opts.tokenizer, synthetic}) {
-      if (!in.empty() && ringlm::conv::same_file(in, out)) {
+      if (!in.empty() && ringlm::internal::conv::same_file(in, out)) {
         fprintf(stderr, "ringlm convert: -o '%s' is an input of this conversion\n", out.c_str());
         return 2;
       }
@@ -157,18 +157,18 @@ int cmd_convert(int argc, char** argv) {
   opts.progress = !quiet;
   opts.log = verbose ? &std::cout : nullptr;
   if (!synthetic.empty()) {
-    ringlm::conv::SyntheticOptions so;
+    ringlm::internal::conv::SyntheticOptions so;
     so.n_layers_override = layers;
-    ringlm::conv::ModelData md;
+    ringlm::internal::conv::ModelData md;
     std::string err;
-    if (!ringlm::conv::synthetic_model(synthetic, seed, so, &md, &err) ||
-        (!chat.empty() && !ringlm::conv::add_chat_specials(chat, &md, &err))) {
+    if (!ringlm::internal::conv::synthetic_model(synthetic, seed, so, &md, &err) ||
+        (!chat.empty() && !ringlm::internal::conv::add_chat_specials(chat, &md, &err))) {
       fprintf(stderr, "ringlm convert: %s\n", err.c_str());
       return 1;
     }
     opts.log = nullptr;  // random weights: quantization error lines say nothing useful
-    ringlm::conv::ConvertStats st;
-    if (!ringlm::conv::write_model_file(md, opts, out, &err, &st)) {
+    ringlm::internal::conv::ConvertStats st;
+    if (!ringlm::internal::conv::write_model_file(md, opts, out, &err, &st)) {
       fprintf(stderr, "ringlm convert: %s\n", err.c_str());
       return 1;
     }
@@ -176,15 +176,15 @@ int cmd_convert(int argc, char** argv) {
            synthetic.c_str(), st.n_tensors, st.file_bytes / (1024.0 * 1024.0));
     return 0;
   }
-  const ringlm::conv::SourceKind kind = ringlm::conv::detect_source(opts.source);
+  const ringlm::internal::conv::SourceKind kind = ringlm::internal::conv::detect_source(opts.source);
   if (!quiet) {
     printf("converting %s (%s) -> %s as %s\n", opts.source.c_str(),
-           ringlm::conv::source_kind_name(kind), out.c_str(), ringlm::conv::dtype_name(opts.quant));
+           ringlm::internal::conv::source_kind_name(kind), out.c_str(), ringlm::internal::conv::dtype_name(opts.quant));
     fflush(stdout);
   }
-  ringlm::conv::ConvertStats st;
+  ringlm::internal::conv::ConvertStats st;
   std::string err;
-  if (!ringlm::conv::convert_to_file(opts, out, &err, &st)) {
+  if (!ringlm::internal::conv::convert_to_file(opts, out, &err, &st)) {
     std::cout.flush();
     fprintf(stderr, "ringlm convert: %s\n", err.c_str());
     return 1;

@@ -109,11 +109,11 @@ int cmd_detokenize(int argc, char** argv) {
   }
   std::string text;
   int32_t prev = -1;
-  char piece[ringlm::kMaxPieceBytes];
-  const uint32_t flags = special ? ringlm::kTokenTextSpecial : 0u;
+  char piece[ringlm::internal::kMaxPieceBytes];
+  const uint32_t flags = special ? ringlm::internal::kTokenTextSpecial : 0u;
   for (long long id : ids) {
     const int32_t tok = static_cast<int32_t>(id);
-    const size_t n = ringlm::token_text_ex(t.tok, prev, tok, flags, piece, sizeof(piece));
+    const size_t n = ringlm::internal::token_text_ex(t.tok, prev, tok, flags, piece, sizeof(piece));
     text.append(piece, n < sizeof(piece) ? n : sizeof(piece));
     prev = tok;
   }

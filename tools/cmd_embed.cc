@@ -176,18 +176,18 @@ int cmd_embed(int argc, char** argv) {
   // policy as `ringlm convert -o`: convert/output_file.h).
   for (const std::string* p : {&out_path, &header_path}) {
     std::string err;
-    if (!p->empty() && !ringlm::conv::check_output_target(*p, &err)) {
+    if (!p->empty() && !ringlm::internal::conv::check_output_target(*p, &err)) {
       fprintf(stderr, "ringlm embed: %s\n", err.c_str());
       return 1;
     }
   }
   if (!header_path.empty() &&
-      (header_path == out_path || ringlm::conv::same_file(header_path, out_path))) {
+      (header_path == out_path || ringlm::internal::conv::same_file(header_path, out_path))) {
     fprintf(stderr, "ringlm embed: --header and -o name the same file\n");
     return 2;
   }
   for (const std::string* p : {&out_path, &header_path}) {
-    if (!p->empty() && ringlm::conv::same_file(model_path, *p)) {
+    if (!p->empty() && ringlm::internal::conv::same_file(model_path, *p)) {
       fprintf(stderr, "ringlm embed: '%s' is the model itself; refusing to replace it\n",
               p->c_str());
       return 2;
@@ -213,7 +213,7 @@ int cmd_embed(int argc, char** argv) {
   const size_t size = file.size();
   // Both files go through a temporary file next to the target, renamed into place (and removed
   // on failure or SIGINT / SIGTERM): a target is never left half-written.
-  ringlm::conv::TempOutput tmp;
+  ringlm::internal::conv::TempOutput tmp;
   if (!tmp.create(out_path, &err)) {
     fprintf(stderr, "ringlm embed: %s\n", err.c_str());
     return 1;
@@ -262,7 +262,7 @@ int cmd_embed(int argc, char** argv) {
         guard + "\n#include <stddef.h>\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n" +
         "extern const unsigned char " + symbol + "[]; /* 64-byte aligned model bytes */\n" +
         "extern const size_t " + symbol + "_size;\n#ifdef __cplusplus\n}\n#endif\n#endif\n";
-    ringlm::conv::TempOutput htmp;
+    ringlm::internal::conv::TempOutput htmp;
     bool hok = htmp.create(header_path, &err);
     size_t off = 0;
     while (hok && off < text.size()) {

@@ -14,7 +14,7 @@
 namespace {
 
 using json = nlohmann::json;
-using namespace ringlm;
+using namespace ringlm::internal;
 
 void usage(FILE* f) {
   fprintf(f,

@@ -105,7 +105,7 @@ int cmd_tokenize(int argc, char** argv) {
     fprintf(stderr, "ringlm tokenize: %s\n", err.c_str());
     return 1;
   }
-  const size_t scratch_bytes = ringlm::tokenize_scratch_bytes(t.tok, text.size());
+  const size_t scratch_bytes = ringlm::internal::tokenize_scratch_bytes(t.tok, text.size());
   if (scratch_bytes == SIZE_MAX) {
     fprintf(stderr, "ringlm tokenize: text of %zu bytes is too long\n", text.size());
     return 1;
@@ -113,15 +113,15 @@ int cmd_tokenize(int argc, char** argv) {
   std::vector<uint8_t> scratch(scratch_bytes);
   std::vector<int32_t> ids(text.size() + 8);
   const uint32_t flags =
-      (bos ? ringlm::kTokenizeAddBos : 0u) | (special ? ringlm::kTokenizeParseSpecial : 0u);
+      (bos ? ringlm::internal::kTokenizeAddBos : 0u) | (special ? ringlm::internal::kTokenizeParseSpecial : 0u);
   char msg[256] = {0};
-  ringlm::ErrorSink sink{msg, sizeof(msg)};
+  ringlm::internal::ErrorSink sink{msg, sizeof(msg)};
   size_t n = 0;
-  rlm_status st = ringlm::tokenize_ex(t.tok, t.vocab, text.data(), text.size(), flags, ids.data(),
+  rlm_status st = ringlm::internal::tokenize_ex(t.tok, t.vocab, text.data(), text.size(), flags, ids.data(),
                                       ids.size(), &n, scratch.data(), scratch.size(), &sink);
   if (st == RLM_ERR_CAPACITY) {
     ids.resize(n);
-    st = ringlm::tokenize_ex(t.tok, t.vocab, text.data(), text.size(), flags, ids.data(),
+    st = ringlm::internal::tokenize_ex(t.tok, t.vocab, text.data(), text.size(), flags, ids.data(),
                              ids.size(), &n, scratch.data(), scratch.size(), &sink);
   }
   if (st != RLM_OK) {

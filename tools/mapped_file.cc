@@ -15,7 +15,7 @@ MappedFile::~MappedFile() {
 bool MappedFile::open(const std::string& path, std::string* err) {
   // A regular file only: a FIFO would block open() forever, a directory or device cannot be
   // mapped as a model (the message names what it is).
-  const int fd = ringlm::conv::open_regular_file(path, "", err);
+  const int fd = ringlm::internal::conv::open_regular_file(path, "", err);
   if (fd < 0) return false;
   struct stat st;
   if (fstat(fd, &st) != 0) {

@@ -13,7 +13,7 @@
 
 namespace {
 
-using namespace ringlm;
+using namespace ringlm::internal;
 
 // The first `n` bytes of a regular file (fewer when it is shorter); false with *err when it
 // cannot be opened or is not a regular file (a FIFO is refused, not waited on).

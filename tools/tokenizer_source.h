@@ -14,7 +14,7 @@
 #include "ringlm/ringlm.h"
 
 struct CliTokenizer {
-  const ringlm::fb::Tokenizer* tok = nullptr;
+  const ringlm::internal::fb::Tokenizer* tok = nullptr;
   uint32_t vocab = 0;
   std::string source;  // what it was read as ("GGUF", "tiktoken", ...), for messages
 

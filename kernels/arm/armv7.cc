@@ -21,7 +21,7 @@
 #include <math.h>
 #include <string.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 #include "tile.inc"
@@ -198,6 +198,6 @@ void attn_dot_armv7(const float* q, const void* k_rows, uint32_t row_stride_elem
   for (uint32_t j = 0; j < n_rows; ++j) out[j] *= scale;  // VFP: no flush to zero
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_ARMV7

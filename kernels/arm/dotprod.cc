@@ -15,7 +15,7 @@
 
 #include "arm/a64.inc"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 struct Sdot {
@@ -29,6 +29,6 @@ struct Sdot {
 RINGLM_QUANT_MATMUL(matmul_q8_dotprod, 4, 4, 4, QuantTile<false, Sdot>)
 RINGLM_QUANT_MATMUL(matmul_q4_dotprod, 4, 4, 4, QuantTile<true, Sdot>)
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_A64

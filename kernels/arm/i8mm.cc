@@ -19,7 +19,7 @@
 
 #include "arm/a64.inc"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 // smmla operands for a pair of rows u, v (32 values each): four 2x8 blocks, k = 0..3 covering
@@ -124,6 +124,6 @@ void matmul_q4_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* 
   quant_matmul<4, 4, 2, MmlaMat<true>>(w, x, n, y, r0, r1);
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_A64

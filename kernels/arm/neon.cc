@@ -15,7 +15,7 @@
 
 #include "arm/a64.inc"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 // int32x4 lanes summing to the dot product of 32 int8 pairs (a0|a1) . (b0|b1).
@@ -69,6 +69,6 @@ void attn_dot_neon(const float* q, const void* k_rows, uint32_t row_stride_elems
   for (; j < n_rows; ++j) out[j] *= scale;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_A64

@@ -26,7 +26,7 @@
 
 #include "x86/x86.inc"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 using namespace x86;
@@ -344,6 +344,6 @@ void attn_accum_avx2(const float* w, const void* v_rows, uint32_t row_stride_ele
   else attn_accum_impl<false>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_X86

@@ -25,7 +25,7 @@
 
 #include "x86/x86.inc"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace {
 
 using namespace x86;
@@ -226,6 +226,6 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
 
 RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad)
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_X86

@@ -6,7 +6,7 @@
 #include "tokenizer/limits.h"
 #include "tokenizer/pieces.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 namespace {
 
@@ -177,4 +177,4 @@ void bpe_merge(const fb::Tokenizer* tok, bool use_merges, const uint8_t* text, S
 }
 
 }  // namespace tkz
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -17,7 +17,7 @@
 
 #include "model_generated.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 
 // A run of the text being merged: one character (or byte) at first, a merged piece later.
@@ -39,6 +39,6 @@ void bpe_merge(const fb::Tokenizer* tok, bool use_merges, const uint8_t* text, S
                uint64_t* keys, int32_t n);
 
 }  // namespace tkz
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_TOKENIZER_BPE_H_

@@ -7,7 +7,7 @@
 #include "tokenizer/pretokenizer.h"
 #include "unicode.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 namespace {
 
@@ -248,4 +248,4 @@ void byte_level_encode(const fb::Tokenizer* tok, int32_t unk, const uint8_t* tex
 }
 
 }  // namespace tkz
-}  // namespace ringlm
+}  // namespace ringlm::internal

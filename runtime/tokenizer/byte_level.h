@@ -21,7 +21,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/pieces.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 
 // Working memory of one encode of a text of len bytes: 36 bytes per text byte, 4 per
@@ -46,6 +46,6 @@ void byte_level_encode(const fb::Tokenizer* tok, int32_t unk, const uint8_t* tex
                        bool parse_special, const ByteLevelScratch& s, TokenOut* out);
 
 }  // namespace tkz
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_TOKENIZER_BYTE_LEVEL_H_

@@ -5,7 +5,7 @@
 #include "tokenizer/pieces.h"
 #include "unicode.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 using namespace tkz;
 
@@ -92,4 +92,4 @@ size_t token_text_ex(const fb::Tokenizer* tok, int32_t prev, int32_t token, uint
   return m;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

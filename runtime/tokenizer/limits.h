@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 
 // Tokens in a vocabulary (vocab_size in [1, kMaxVocab]).
 constexpr uint32_t kMaxVocab = 1u << 20;
@@ -20,6 +20,6 @@ constexpr uint32_t kMaxPieceBytes = 256;
 // int32 (and the scratch size well inside size_t).
 constexpr size_t kMaxTokenizeText = size_t{1} << 28;
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_TOKENIZER_LIMITS_H_

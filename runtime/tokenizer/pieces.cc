@@ -3,7 +3,7 @@
 
 #include "tokenizer.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 
 int32_t find_piece(const fb::Tokenizer* tok, const uint8_t* s, size_t n, uint32_t type_mask) {
@@ -45,4 +45,4 @@ int32_t token_lookup(const fb::Tokenizer* tok, const char* piece, size_t len) {
   return tkz::find_piece(tok, reinterpret_cast<const uint8_t*>(piece), len, ~0u);
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -13,7 +13,7 @@
 
 #include "model_generated.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 
 // Type bits (1 << TokenType) for look-up masks.
@@ -72,6 +72,6 @@ struct TokenOut {
 };
 
 }  // namespace tkz
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_TOKENIZER_PIECES_H_

@@ -4,7 +4,7 @@
 #include "tokenizer.h"
 #include "unicode.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 namespace {
 
@@ -163,4 +163,4 @@ size_t pretokenize(fb::PreTokenizer pre, const char* text, size_t len, uint32_t*
   return n;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal

@@ -10,13 +10,13 @@
 
 #include "model_generated.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 
 // End of the pre-tokenizer word starting at p in s[0, end), in (p, end] (p < end).
 size_t next_word(fb::PreTokenizer pre, const uint8_t* s, size_t p, size_t end);
 
 }  // namespace tkz
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_TOKENIZER_PRETOKENIZER_H_

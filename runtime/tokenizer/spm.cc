@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 namespace {
 
@@ -111,4 +111,4 @@ void spm_encode(const fb::Tokenizer* tok, int32_t unk, const uint8_t* text, size
 }
 
 }  // namespace tkz
-}  // namespace ringlm
+}  // namespace ringlm::internal

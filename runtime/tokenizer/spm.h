@@ -21,7 +21,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/pieces.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 namespace tkz {
 
 // Working memory of one encode of a text of len bytes: 39 bytes per text byte (+ alignment).
@@ -39,6 +39,6 @@ void spm_encode(const fb::Tokenizer* tok, int32_t unk, const uint8_t* text, size
                 const SpmScratch& s, TokenOut* out);
 
 }  // namespace tkz
-}  // namespace ringlm
+}  // namespace ringlm::internal
 
 #endif  // RINGLM_RUNTIME_TOKENIZER_SPM_H_

@@ -3,7 +3,7 @@
 #include "tokenizer.h"
 #include "tokenizer/pieces.h"
 
-namespace ringlm {
+namespace ringlm::internal {
 
 using fb::TokenType;
 using tkz::compare_piece;
@@ -81,4 +81,4 @@ Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab, ErrorSink* err
   return RLM_OK;
 }
 
-}  // namespace ringlm
+}  // namespace ringlm::internal
