@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "convert/json_config.h"
+#include "tensor_manifest.h"
 
 namespace ringlm::internal {
 namespace conv {
@@ -614,36 +615,34 @@ void add_one_on_load(TensorData* t) {
 }
 
 std::vector<TensorSpec> family_tensor_specs(const ModelData::Arch& a) {
-  const uint64_t D = a.dim, V = a.vocab_size, F = a.ffn_dim;
-  const uint64_t q = uint64_t{a.n_heads} * a.head_dim, kv = uint64_t{a.n_kv_heads} * a.head_dim;
-  const uint64_t hd = a.head_dim;
+  // The runtime's manifest (runtime/tensor_manifest.h) is the one list; this only reorders it the
+  // way files are written (embedding, layers, final norm, output) and drops what may be absent.
+  const ManifestShape shape{a.n_layers,
+                            a.dim,
+                            a.n_heads * a.head_dim,
+                            a.n_kv_heads * a.head_dim,
+                            a.head_dim,
+                            a.ffn_dim,
+                            a.vocab_size,
+                            a.qkv_bias,
+                            a.qk_norm,
+                            is_gemma(a.family),
+                            a.tied_embeddings};
   std::vector<TensorSpec> s;
-  s.push_back({TensorRole::TokenEmbedding, -1, {V, D}, true, false});
+  auto add = [&s](const ManifestEntry& e) {
+    if (!e.required) return;  // RopeFreqs: checked on its own by check_family_tensors
+    std::vector<uint64_t> dims = e.rows == 0 ? std::vector<uint64_t>{e.cols}
+                                             : std::vector<uint64_t>{e.rows, e.cols};
+    s.push_back({e.role, e.layer, std::move(dims), true, e.norm});
+  };
+  ManifestEntry globals[kManifestMaxGlobal], layer[kManifestMaxLayer];
+  const uint32_t n_globals = manifest_globals(shape, globals);
+  add(globals[0]);  // TokenEmbedding
   for (uint32_t l = 0; l < a.n_layers; ++l) {
-    const int32_t li = static_cast<int32_t>(l);
-    s.push_back({TensorRole::AttnNorm, li, {D}, true, true});
-    s.push_back({TensorRole::Wq, li, {q, D}, true, false});
-    s.push_back({TensorRole::Wk, li, {kv, D}, true, false});
-    s.push_back({TensorRole::Wv, li, {kv, D}, true, false});
-    if (a.qkv_bias) {
-      s.push_back({TensorRole::Bq, li, {q}, true, false});
-      s.push_back({TensorRole::Bk, li, {kv}, true, false});
-      s.push_back({TensorRole::Bv, li, {kv}, true, false});
-    }
-    if (a.qk_norm) {
-      s.push_back({TensorRole::QNorm, li, {hd}, true, true});
-      s.push_back({TensorRole::KNorm, li, {hd}, true, true});
-    }
-    s.push_back({TensorRole::Wo, li, {D, q}, true, false});
-    if (is_gemma(a.family)) s.push_back({TensorRole::PostAttnNorm, li, {D}, true, true});
-    s.push_back({TensorRole::FfnNorm, li, {D}, true, true});
-    s.push_back({TensorRole::FfnGate, li, {F, D}, true, false});
-    s.push_back({TensorRole::FfnUp, li, {F, D}, true, false});
-    s.push_back({TensorRole::FfnDown, li, {D, F}, true, false});
-    if (is_gemma(a.family)) s.push_back({TensorRole::PostFfnNorm, li, {D}, true, true});
+    const uint32_t n = manifest_layer(shape, l, layer);
+    for (uint32_t i = 0; i < n; ++i) add(layer[i]);
   }
-  s.push_back({TensorRole::OutputNorm, -1, {D}, true, true});
-  if (!a.tied_embeddings) s.push_back({TensorRole::Output, -1, {V, D}, true, false});
+  for (uint32_t i = 1; i < n_globals; ++i) add(globals[i]);
   return s;
 }
 

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "tensor_manifest.h"
 #include "tokenizer.h"
 
 namespace ringlm::internal {
@@ -12,41 +13,10 @@ using fb::TensorRole;
 
 bool is_quant(WeightType t) { return t == WeightType::Q8 || t == WeightType::Q4; }
 
-struct Expect {
-  TensorRole role;
-  int32_t layer;
-  uint64_t rows, cols;  // rows == 0: a vector of `cols`
-  bool required;
-};
-
-// The tensors a layer must (or may) have, with their shapes, for the model's flags.
-// Returns the number written to `out` (at most 16).
-uint32_t layer_expect(const Hparams& h, uint32_t layer, Expect* out) {
-  const int32_t l = static_cast<int32_t>(layer);
-  uint32_t n = 0;
-  out[n++] = {TensorRole::AttnNorm, l, 0, h.dim, true};
-  out[n++] = {TensorRole::Wq, l, h.q_dim, h.dim, true};
-  out[n++] = {TensorRole::Wk, l, h.kv_dim, h.dim, true};
-  out[n++] = {TensorRole::Wv, l, h.kv_dim, h.dim, true};
-  out[n++] = {TensorRole::Wo, l, h.dim, h.q_dim, true};
-  out[n++] = {TensorRole::FfnNorm, l, 0, h.dim, true};
-  out[n++] = {TensorRole::FfnGate, l, h.ffn_dim, h.dim, true};
-  out[n++] = {TensorRole::FfnDown, l, h.dim, h.ffn_dim, true};
-  out[n++] = {TensorRole::FfnUp, l, h.ffn_dim, h.dim, true};
-  if (h.qkv_bias) {
-    out[n++] = {TensorRole::Bq, l, 0, h.q_dim, true};
-    out[n++] = {TensorRole::Bk, l, 0, h.kv_dim, true};
-    out[n++] = {TensorRole::Bv, l, 0, h.kv_dim, true};
-  }
-  if (h.qk_norm) {
-    out[n++] = {TensorRole::QNorm, l, 0, h.head_dim, true};
-    out[n++] = {TensorRole::KNorm, l, 0, h.head_dim, true};
-  }
-  if (h.post_norms) {
-    out[n++] = {TensorRole::PostAttnNorm, l, 0, h.dim, true};
-    out[n++] = {TensorRole::PostFfnNorm, l, 0, h.dim, true};
-  }
-  return n;
+// The manifest input of verified hyperparameters.
+ManifestShape manifest_shape(const Hparams& h) {
+  return ManifestShape{h.n_layers, h.dim,      h.q_dim,    h.kv_dim,  h.head_dim,   h.ffn_dim,
+                       h.vocab_size, h.qkv_bias, h.qk_norm, h.post_norms, h.tied_embeddings};
 }
 
 bool finite_nonneg(float x) { return x == x && x >= 0.0f && x < 1e30f; }
@@ -202,7 +172,7 @@ uint32_t count_tensor(const fb::Model* root, TensorRole role, int32_t layer) {
   return n;
 }
 
-Status check_expected(const ModelImpl& m, const Expect& e, ErrorSink* err) {
+Status check_expected(const ModelImpl& m, const ManifestEntry& e, ErrorSink* err) {
   const uint32_t n = count_tensor(m.root, e.role, e.layer);
   RLM_CHECK(n <= 1, RLM_ERR_MODEL_TENSOR, err, "tensor %s (layer %d) appears %u times",
             fb::EnumNameTensorRole(e.role), e.layer, n);
@@ -286,22 +256,15 @@ Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink
 
   // Every tensor the family needs, once, with the right shape; nothing it does not use.
   uint32_t expected = 0;
-  const Expect globals[] = {
-      {TensorRole::TokenEmbedding, -1, h.vocab_size, h.dim, true},
-      {TensorRole::OutputNorm, -1, 0, h.dim, true},
-      {TensorRole::Output, -1, h.vocab_size, h.dim, !h.tied_embeddings},
-      {TensorRole::RopeFreqs, -1, 0, h.head_dim / 2, false},
-  };
-  for (const Expect& e : globals) {
-    RLM_RETURN_IF_ERROR(check_expected(*out, e, err));
-    expected += count_tensor(root, e.role, e.layer);
-  }
-  Expect per_layer[16];
-  for (uint32_t l = 0; l < h.n_layers; ++l) {
-    const uint32_t n = layer_expect(h, l, per_layer);
+  const ManifestShape shape = manifest_shape(h);
+  ManifestEntry entries[kManifestMaxLayer > kManifestMaxGlobal ? kManifestMaxLayer
+                                                                : kManifestMaxGlobal];
+  for (uint32_t g = 0; g <= h.n_layers; ++g) {  // the model-wide tensors, then layer g - 1
+    const uint32_t n = g == 0 ? manifest_globals(shape, entries)
+                              : manifest_layer(shape, g - 1, entries);
     for (uint32_t i = 0; i < n; ++i) {
-      RLM_RETURN_IF_ERROR(check_expected(*out, per_layer[i], err));
-      expected += count_tensor(root, per_layer[i].role, per_layer[i].layer);
+      RLM_RETURN_IF_ERROR(check_expected(*out, entries[i], err));
+      expected += count_tensor(root, entries[i].role, entries[i].layer);
     }
   }
   if (h.tied_embeddings) {
