@@ -90,8 +90,10 @@ size_t state_bytes() {
          kThreadPoolAlignment;
 }
 
-// Claims and runs parts of job `gen` in `slot` until none is left; returns how many it ran.
-uint32_t run_parts(ThreadPool* pool, uint32_t gen, uint32_t slot) {
+// Claims and runs parts of job `gen` in `slot` until none is left; returns how many it ran and,
+// if it ran any, the job's part count in *n_parts (read while holding a claim: once this thread's
+// parts are counted done, the caller may already be writing the next job).
+uint32_t run_parts(ThreadPool* pool, uint32_t gen, uint32_t slot, uint32_t* n_parts) {
   uint32_t ran = 0;
   uint64_t cur = pool->claim.load(std::memory_order_acquire);
   for (;;) {
@@ -102,6 +104,7 @@ uint32_t run_parts(ThreadPool* pool, uint32_t gen, uint32_t slot) {
       continue;  // `cur` reloaded
     }
     const uint32_t n = pool->n_parts;
+    *n_parts = n;
     pool->job(pool->ctx, n - left, n, slot);
     ++ran;
     cur = pool->claim.load(std::memory_order_acquire);
@@ -140,13 +143,14 @@ void* worker_main(void* p) {
     }
     seen = g;
     if (pool->quit.load(std::memory_order_acquire)) return nullptr;
-    const uint32_t ran = run_parts(pool, g, slot);
+    uint32_t n_parts = 0;
+    const uint32_t ran = run_parts(pool, g, slot, &n_parts);
     if (ran == 0) continue;
     // Handshake with the caller's sleep: done += ran then check caller_waiting here,
     // caller_waiting = 1 then re-check done there (seq_cst). Only the add that completes the job
     // wakes: until then another thread still holds a part and will add after this one.
     const uint32_t d = pool->done.fetch_add(ran, std::memory_order_seq_cst) + ran;
-    if (d == pool->n_parts && pool->caller_waiting.load(std::memory_order_seq_cst) != 0) {
+    if (d == n_parts && pool->caller_waiting.load(std::memory_order_seq_cst) != 0) {
       futex_wake(&pool->done, 1);
     }
   }
@@ -219,7 +223,8 @@ void thread_pool_run(ThreadPool* pool, ThreadJob job, void* ctx, uint32_t n_part
   if (pool->sleepers.load(std::memory_order_seq_cst) > 0) {
     futex_wake(&pool->generation, static_cast<int>(pool->n_threads));
   }
-  const uint32_t mine = run_parts(pool, gen, 0);
+  uint32_t unused;
+  const uint32_t mine = run_parts(pool, gen, 0, &unused);
   if (pool->done.fetch_add(mine, std::memory_order_acq_rel) + mine == n_parts) return;
   // What is left was claimed by workers and is running (or its worker was preempted): spin for a
   // while, then sleep until the worker that finishes the last part wakes us.
