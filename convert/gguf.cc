@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <map>
+#include <functional>
 #include <memory>
 
 #include "convert/families.h"
@@ -623,6 +624,279 @@ bool read_gguf_tokenizer(const std::string& path, TokenizerData* out, std::strin
   return gguf_tokenizer(g, out, err);
 }
 
+namespace {
+
+// The model shape: layers, widths, heads, context, RoPE base and head geometry. `p` is the
+// architecture's key prefix ("llama.").
+bool gguf_shape(const Gguf& g, const std::string& path, const std::string& p,
+                ModelData::Arch* arch, std::string* err) {
+  ModelData::Arch& a = *arch;
+  uint32_t ctx = 0;
+  if (!get_u32(g, p + "block_count", true, &a.n_layers, err) ||
+      !get_u32(g, p + "embedding_length", true, &a.dim, err) ||
+      !get_u32(g, p + "feed_forward_length", true, &a.ffn_dim, err) ||
+      !get_u32(g, p + "attention.head_count", true, &a.n_heads, err) ||
+      !get_u32(g, p + "context_length", false, &ctx, err)) {
+    return false;
+  }
+  a.n_kv_heads = a.n_heads;
+  if (!get_u32(g, p + "attention.head_count_kv", false, &a.n_kv_heads, err)) return false;
+  a.max_context = ctx ? ctx : 2048;
+  a.rope_theta = 10000.0f;
+  a.norm_eps = 1e-5f;
+  if (!get_float(g, p + "rope.freq_base", &a.rope_theta, err) ||
+      !get_float(g, p + "attention.layer_norm_rms_epsilon", &a.norm_eps, err)) {
+    return false;
+  }
+  if (a.n_heads == 0 || a.n_layers == 0) {
+    *err = "GGUF '" + path + "': block_count and head_count must be positive";
+    return false;
+  }
+  // Bounded before anything is sized by it (per-layer flags and tensor lists): a crafted
+  // block_count of 2^28 made the reader allocate gigabytes (found by fuzz_gguf).
+  if (a.n_layers > kMaxLayers) {
+    *err = "GGUF '" + path + "': block_count " + std::to_string(a.n_layers) +
+           " exceeds the runtime's limit of " + std::to_string(kMaxLayers) + " layers";
+    return false;
+  }
+  a.head_dim = a.dim / a.n_heads;
+  if (!get_u32(g, p + "attention.key_length", false, &a.head_dim, err)) return false;
+  if (!g.get(p + "attention.key_length") && a.dim % a.n_heads != 0) {
+    *err = "GGUF '" + path + "': embedding_length " + std::to_string(a.dim) +
+           " is not a multiple of head_count " + std::to_string(a.n_heads) +
+           " and attention.key_length is absent";
+    return false;
+  }
+  uint32_t value_length = a.head_dim;
+  if (!get_u32(g, p + "attention.value_length", false, &value_length, err)) return false;
+  if (value_length != a.head_dim) {
+    *err = "GGUF '" + path + "': attention.value_length != key_length is not supported";
+    return false;
+  }
+  uint32_t rope_dims = a.head_dim;
+  if (!get_u32(g, p + "rope.dimension_count", false, &rope_dims, err)) return false;
+  if (rope_dims != a.head_dim) {
+    *err = "GGUF '" + path + "': partial rotary embedding (rope.dimension_count " +
+           std::to_string(rope_dims) + " != head_dim " + std::to_string(a.head_dim) +
+           ") is not supported";
+    return false;
+  }
+  return true;
+}
+
+// RoPE scaling, and refusing what the runtime does not run (mixture of experts).
+bool gguf_rope_scaling(const Gguf& g, const std::string& path, const std::string& p,
+                       ModelData::Arch* arch, std::string* err) {
+  ModelData::Arch& a = *arch;
+  // RoPE scaling: linear (Gemma 3 global layers, some Llamas); Llama 3's rule arrives as the
+  // rope_freqs tensor (per-frequency divisors), not as a scaling type.
+  std::string scaling;
+  if (!get_string(g, p + "rope.scaling.type", &scaling, err)) return false;
+  if (scaling == "linear") {
+    float factor = 1.0f;
+    if (!get_float(g, p + "rope.scaling.factor", &factor, err)) return false;
+    if (!g.get(p + "rope.scaling.factor") &&
+        !get_float(g, p + "rope.scale_linear", &factor, err))
+      return false;
+    if (!(factor >= 1.0f && factor <= 1024.0f)) {
+      *err = "GGUF '" + path + "': linear RoPE scaling factor " + std::to_string(factor) +
+             " out of [1, 1024]";
+      return false;
+    }
+    if (factor != 1.0f) {
+      a.rope_scaling = fb::RopeScaling::Linear;
+      a.rope_scaling_factor = factor;
+    }
+  } else if (!scaling.empty() && scaling != "none") {
+    *err = "GGUF '" + path + "': RoPE scaling '" + scaling + "' is not supported (linear is)";
+    return false;
+  }
+  if (g.get(p + "expert_count")) {
+    uint64_t experts = 0;
+    if (get_uint(g, p + "expert_count", false, &experts, err) && experts > 0) {
+      *err = "GGUF '" + path + "': mixture-of-experts models are not supported";
+      return false;
+    }
+  }
+  return true;
+}
+
+// What the family fixes: QKV bias, QK-norm, Gemma's activation, scales and soft-caps.
+bool gguf_family_options(const Gguf& g, const std::string& p, fb::Family family,
+                         ModelData::Arch* arch, std::string* err) {
+  ModelData::Arch& a = *arch;
+  const bool gemma = family == fb::Family::Gemma2 || family == fb::Family::Gemma3;
+  a.qkv_bias = family == fb::Family::Qwen2;
+  a.qk_norm = family == fb::Family::Qwen3 || family == fb::Family::Gemma3;
+  if (gemma) {
+    // llama.cpp's Gemma: GELU (tanh) gate, embeddings scaled by sqrt(n_embd), norms stored with
+    // the + 1 already added by its converter, attention scale from the model size (27B:
+    // n_embd / n_head, else head_dim, as its hparams code derives it).
+    a.activation = fb::Activation::GeluTanh;
+    a.embedding_scale = static_cast<float>(sqrt(static_cast<double>(a.dim)));
+    const bool is_27b = (family == fb::Family::Gemma2 && a.n_layers == 46) ||
+                        (family == fb::Family::Gemma3 && a.n_layers == 62);
+    a.query_pre_attn_scalar =
+        static_cast<float>(is_27b ? a.dim / a.n_heads : a.head_dim);
+    a.attn_logit_softcap = family == fb::Family::Gemma2 ? 50.0f : 0.0f;
+    a.final_logit_softcap = family == fb::Family::Gemma2 ? 30.0f : 0.0f;
+    if (!get_float(g, p + "attn_logit_softcapping", &a.attn_logit_softcap, err) ||
+        !get_float(g, p + "final_logit_softcapping", &a.final_logit_softcap, err))
+      return false;
+  }
+  return true;
+}
+
+// Sliding-window layers: which layers attend within the window, and their RoPE base.
+bool gguf_sliding_window(const Gguf& g, const std::string& path, const std::string& p,
+                         fb::Family family, ModelData::Arch* arch, std::string* err) {
+  ModelData::Arch& a = *arch;
+  uint32_t window = family == fb::Family::Gemma2 ? 4096 : 0;
+  if (!get_u32(g, p + "attention.sliding_window", false, &window, err)) return false;
+  std::vector<bool> local(a.n_layers, false);
+  if (window > 0) {
+    if (family == fb::Family::Gemma2) {
+      for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = l % 2 == 0;  // even layers local
+    } else if (family == fb::Family::Gemma3) {
+      uint32_t pattern = 6;
+      if (const Value* v = g.get(p + "attention.sliding_window_pattern")) {
+        if (!v->is_int() || v->u == 0 || v->u > 0xffffffffull) {
+          *err = "GGUF '" + path + "': " + p +
+                 "attention.sliding_window_pattern must be a positive integer";
+          return false;
+        }
+        pattern = static_cast<uint32_t>(v->u);
+      }
+      for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = (l + 1) % pattern != 0;
+      a.rope_theta_local = 10000.0f;  // llama.cpp's fixed Gemma 3 local base
+      if (!get_float(g, p + "rope.freq_base_swa", &a.rope_theta_local, err)) return false;
+    } else {
+      // Phi-3 (and Mistral-style llama files): every layer attends within the window, as
+      // the Hugging Face model does.
+      for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = true;
+    }
+  }
+  bool any = false;
+  for (bool b : local) any |= b;
+  if (any) {
+    a.sliding_window = window;
+    a.layer_is_local = local;
+  }
+  return true;
+}
+
+// Reads a tensor of `type` at [offset, offset + bytes) of `f` as n float32 values.
+std::function<bool(std::vector<float>*, std::string*)> f32_loader(std::shared_ptr<InputFile> f,
+                                                                   uint32_t type, uint64_t offset,
+                                                                   uint64_t bytes, uint64_t n) {
+  return [f, type, offset, bytes, n](std::vector<float>* dst, std::string* e) {
+    dst->resize(static_cast<size_t>(n));
+    if (type == kGgmlF32) return f->read_at(offset, dst->data(), bytes, e);
+    std::vector<uint8_t> raw(static_cast<size_t>(bytes));
+    if (!f->read_at(offset, raw.data(), bytes, e)) return false;
+    float* o = dst->data();
+    switch (type) {
+      case kGgmlF16:
+        for (uint64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          memcpy(&h, raw.data() + 2 * i, 2);
+          o[i] = fp16_to_f32(h);
+        }
+        return true;
+      case kGgmlBF16:
+        for (uint64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          memcpy(&h, raw.data() + 2 * i, 2);
+          const uint32_t bits = static_cast<uint32_t>(h) << 16;
+          memcpy(&o[i], &bits, 4);
+        }
+        return true;
+      case kGgmlQ8_0: dequant_q8_0(raw.data(), n, o); return true;
+      case kGgmlQ4_0: dequant_q4_0(raw.data(), n, o); return true;
+    }
+    *e = "internal: unexpected ggml type";
+    return false;
+  };
+}
+
+// One GGUF tensor as a source tensor: its role, shape and loaders (float32, and the raw blocks
+// of a Q8_0 / Q4_0 matrix copied without re-quantization).
+bool gguf_tensor(const Gguf& g, const std::string& path, const std::string& arch,
+                 fb::Family family, const ModelData::Arch& a, const TensorInfo& ti,
+                 TensorData* out, SourceRole* role, std::string* err) {
+  TensorData& t = *out;
+  t.name = ti.name;
+  if (ti.name == "rope_factors_long.weight" || ti.name == "rope_factors_short.weight") {
+    *err = "GGUF '" + path + "': tensor '" + ti.name +
+           "': long-context LongRoPE factors (Phi-3 128k) are not supported";
+    return false;
+  }
+  SourceRole& r = *role;
+  if (!gguf_tensor_role(family, ti.name, &r)) {
+    *err = "GGUF '" + path + "': tensor '" + ti.name + "' is not part of a supported " + arch +
+           " model";
+    return false;
+  }
+  t.role = r.role;
+  t.layer = r.layer;
+  if (t.layer >= static_cast<int32_t>(a.n_layers)) {
+    *err = "GGUF '" + path + "': tensor '" + ti.name + "' is beyond block_count " +
+           std::to_string(a.n_layers);
+    return false;
+  }
+  if (ti.bytes == 0) {
+    *err = "GGUF '" + path + "': tensor '" + ti.name + "' has type " + ggml_type_name(ti.type) +
+           ", which the converter does not read (F32, F16, BF16, Q8_0 and Q4_0 are supported)";
+    return false;
+  }
+  // Squeeze trailing unit dimensions; then ne = (cols[, rows]).
+  std::vector<uint64_t> ne = ti.ne;
+  while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+  if (ne.size() > 2) {
+    *err = "GGUF '" + path + "': tensor '" + ti.name + "' has more than 2 dimensions";
+    return false;
+  }
+  const uint64_t cols = ne[0];
+  const uint64_t rows = ne.size() == 2 ? ne[1] : 1;
+  const bool matrix = ne.size() == 2;
+  if (matrix) t.shape = {rows, cols};
+  else t.shape = {cols};
+  const uint32_t type = ti.type;
+  const uint64_t offset = ti.offset, bytes = ti.bytes, n = rows * cols;
+  t.load_f32 = f32_loader(g.file, type, offset, bytes, n);
+  if (matrix && (type == kGgmlQ8_0 || type == kGgmlQ4_0) && cols % kQuantGroup == 0) {
+    t.has_raw = true;
+    t.raw_type = type == kGgmlQ8_0 ? fb::DType::Q8 : fb::DType::Q4;
+    t.load_raw = [f = g.file, type, offset, bytes, rows, cols](std::vector<uint8_t>* dst, std::string* e) {
+      std::vector<uint8_t> raw(static_cast<size_t>(bytes));
+      if (!f->read_at(offset, raw.data(), bytes, e)) return false;
+      blocks_to_planes(raw.data(), type, rows, cols, dst);
+      return true;
+    };
+  }
+  return true;
+}
+
+// The tokenizer must cover the embedding: a longer one is refused, a shorter one padded with
+// unused pieces.
+bool gguf_fit_vocabulary(const std::string& path, uint32_t vocab_size, TokenizerData* tokenizer,
+                         std::string* err) {
+  TokenizerData& tok = *tokenizer;
+  if (tok.pieces.size() > vocab_size) {
+    *err = "GGUF '" + path + "': tokenizer has " + std::to_string(tok.pieces.size()) +
+           " tokens but the model's vocabulary is " + std::to_string(vocab_size);
+    return false;
+  }
+  while (tok.pieces.size() < vocab_size) {
+    tok.pieces.push_back("<unused_" + std::to_string(tok.pieces.size()) + ">");
+    tok.types.push_back(fb::TokenType::Unused);
+    if (!tok.scores.empty()) tok.scores.push_back(-1e9f);
+  }
+  return true;
+}
+
+}  // namespace
+
 bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
   auto g = std::make_shared<Gguf>();
   if (!parse_gguf(path, g.get(), err)) return false;
@@ -647,141 +921,12 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
   // llama.cpp's converter permutes GGUF "llama" q/k rows into interleaved pairs; the other
   // families keep Hugging Face's order and llama.cpp runs them with NEOX RoPE.
   a.rope_style = family == fb::Family::Llama ? fb::RopeStyle::Interleaved : fb::RopeStyle::Neox;
-  const bool gemma = family == fb::Family::Gemma2 || family == fb::Family::Gemma3;
   const std::string p = arch + ".";
-  uint32_t ctx = 0;
-  if (!get_u32(*g, p + "block_count", true, &a.n_layers, err) ||
-      !get_u32(*g, p + "embedding_length", true, &a.dim, err) ||
-      !get_u32(*g, p + "feed_forward_length", true, &a.ffn_dim, err) ||
-      !get_u32(*g, p + "attention.head_count", true, &a.n_heads, err) ||
-      !get_u32(*g, p + "context_length", false, &ctx, err)) {
+  if (!gguf_shape(*g, path, p, &a, err) || !gguf_rope_scaling(*g, path, p, &a, err) ||
+      !gguf_family_options(*g, p, family, &a, err) ||
+      !gguf_sliding_window(*g, path, p, family, &a, err)) {
     return false;
   }
-  a.n_kv_heads = a.n_heads;
-  if (!get_u32(*g, p + "attention.head_count_kv", false, &a.n_kv_heads, err)) return false;
-  a.max_context = ctx ? ctx : 2048;
-  a.rope_theta = 10000.0f;
-  a.norm_eps = 1e-5f;
-  if (!get_float(*g, p + "rope.freq_base", &a.rope_theta, err) ||
-      !get_float(*g, p + "attention.layer_norm_rms_epsilon", &a.norm_eps, err)) {
-    return false;
-  }
-  if (a.n_heads == 0 || a.n_layers == 0) {
-    *err = "GGUF '" + path + "': block_count and head_count must be positive";
-    return false;
-  }
-  // Bounded before anything is sized by it (per-layer flags and tensor lists): a crafted
-  // block_count of 2^28 made the reader allocate gigabytes (found by fuzz_gguf).
-  if (a.n_layers > kMaxLayers) {
-    *err = "GGUF '" + path + "': block_count " + std::to_string(a.n_layers) +
-           " exceeds the runtime's limit of " + std::to_string(kMaxLayers) + " layers";
-    return false;
-  }
-  a.head_dim = a.dim / a.n_heads;
-  if (!get_u32(*g, p + "attention.key_length", false, &a.head_dim, err)) return false;
-  if (!g->get(p + "attention.key_length") && a.dim % a.n_heads != 0) {
-    *err = "GGUF '" + path + "': embedding_length " + std::to_string(a.dim) +
-           " is not a multiple of head_count " + std::to_string(a.n_heads) +
-           " and attention.key_length is absent";
-    return false;
-  }
-  uint32_t value_length = a.head_dim;
-  if (!get_u32(*g, p + "attention.value_length", false, &value_length, err)) return false;
-  if (value_length != a.head_dim) {
-    *err = "GGUF '" + path + "': attention.value_length != key_length is not supported";
-    return false;
-  }
-  uint32_t rope_dims = a.head_dim;
-  if (!get_u32(*g, p + "rope.dimension_count", false, &rope_dims, err)) return false;
-  if (rope_dims != a.head_dim) {
-    *err = "GGUF '" + path + "': partial rotary embedding (rope.dimension_count " +
-           std::to_string(rope_dims) + " != head_dim " + std::to_string(a.head_dim) +
-           ") is not supported";
-    return false;
-  }
-  // RoPE scaling: linear (Gemma 3 global layers, some Llamas); Llama 3's rule arrives as the
-  // rope_freqs tensor (per-frequency divisors), not as a scaling type.
-  std::string scaling;
-  if (!get_string(*g, p + "rope.scaling.type", &scaling, err)) return false;
-  if (scaling == "linear") {
-    float factor = 1.0f;
-    if (!get_float(*g, p + "rope.scaling.factor", &factor, err)) return false;
-    if (!g->get(p + "rope.scaling.factor") &&
-        !get_float(*g, p + "rope.scale_linear", &factor, err))
-      return false;
-    if (!(factor >= 1.0f && factor <= 1024.0f)) {
-      *err = "GGUF '" + path + "': linear RoPE scaling factor " + std::to_string(factor) +
-             " out of [1, 1024]";
-      return false;
-    }
-    if (factor != 1.0f) {
-      a.rope_scaling = fb::RopeScaling::Linear;
-      a.rope_scaling_factor = factor;
-    }
-  } else if (!scaling.empty() && scaling != "none") {
-    *err = "GGUF '" + path + "': RoPE scaling '" + scaling + "' is not supported (linear is)";
-    return false;
-  }
-  if (g->get(p + "expert_count")) {
-    uint64_t experts = 0;
-    if (get_uint(*g, p + "expert_count", false, &experts, err) && experts > 0) {
-      *err = "GGUF '" + path + "': mixture-of-experts models are not supported";
-      return false;
-    }
-  }
-  a.qkv_bias = family == fb::Family::Qwen2;
-  a.qk_norm = family == fb::Family::Qwen3 || family == fb::Family::Gemma3;
-  if (gemma) {
-    // llama.cpp's Gemma: GELU (tanh) gate, embeddings scaled by sqrt(n_embd), norms stored with
-    // the + 1 already added by its converter, attention scale from the model size (27B:
-    // n_embd / n_head, else head_dim, as its hparams code derives it).
-    a.activation = fb::Activation::GeluTanh;
-    a.embedding_scale = static_cast<float>(sqrt(static_cast<double>(a.dim)));
-    const bool is_27b = (family == fb::Family::Gemma2 && a.n_layers == 46) ||
-                        (family == fb::Family::Gemma3 && a.n_layers == 62);
-    a.query_pre_attn_scalar =
-        static_cast<float>(is_27b ? a.dim / a.n_heads : a.head_dim);
-    a.attn_logit_softcap = family == fb::Family::Gemma2 ? 50.0f : 0.0f;
-    a.final_logit_softcap = family == fb::Family::Gemma2 ? 30.0f : 0.0f;
-    if (!get_float(*g, p + "attn_logit_softcapping", &a.attn_logit_softcap, err) ||
-        !get_float(*g, p + "final_logit_softcapping", &a.final_logit_softcap, err))
-      return false;
-  }
-  // Sliding-window layers.
-  {
-    uint32_t window = family == fb::Family::Gemma2 ? 4096 : 0;
-    if (!get_u32(*g, p + "attention.sliding_window", false, &window, err)) return false;
-    std::vector<bool> local(a.n_layers, false);
-    if (window > 0) {
-      if (family == fb::Family::Gemma2) {
-        for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = l % 2 == 0;  // even layers local
-      } else if (family == fb::Family::Gemma3) {
-        uint32_t pattern = 6;
-        if (const Value* v = g->get(p + "attention.sliding_window_pattern")) {
-          if (!v->is_int() || v->u == 0 || v->u > 0xffffffffull) {
-            *err = "GGUF '" + path + "': " + p +
-                   "attention.sliding_window_pattern must be a positive integer";
-            return false;
-          }
-          pattern = static_cast<uint32_t>(v->u);
-        }
-        for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = (l + 1) % pattern != 0;
-        a.rope_theta_local = 10000.0f;  // llama.cpp's fixed Gemma 3 local base
-        if (!get_float(*g, p + "rope.freq_base_swa", &a.rope_theta_local, err)) return false;
-      } else {
-        // Phi-3 (and Mistral-style llama files): every layer attends within the window, as
-        // the Hugging Face model does.
-        for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = true;
-      }
-    }
-    bool any = false;
-    for (bool b : local) any |= b;
-    if (any) {
-      a.sliding_window = window;
-      a.layer_is_local = local;
-    }
-  }
-
   if (!gguf_tokenizer(*g, &m.tokenizer, err)) return false;
   std::string tmpl;
   if (!get_string(*g, "tokenizer.chat_template", &tmpl, err)) return false;
@@ -792,85 +937,10 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
   uint32_t emb_rows = 0;
   for (const TensorInfo& ti : g->tensors) {
     TensorData t;
-    t.name = ti.name;
-    if (ti.name == "rope_factors_long.weight" || ti.name == "rope_factors_short.weight") {
-      *err = "GGUF '" + path + "': tensor '" + ti.name +
-             "': long-context LongRoPE factors (Phi-3 128k) are not supported";
-      return false;
-    }
     SourceRole r;
-    if (!gguf_tensor_role(family, ti.name, &r)) {
-      *err = "GGUF '" + path + "': tensor '" + ti.name + "' is not part of a supported " + arch +
-             " model";
-      return false;
-    }
-    t.role = r.role;
-    t.layer = r.layer;
-    if (t.layer >= static_cast<int32_t>(a.n_layers)) {
-      *err = "GGUF '" + path + "': tensor '" + ti.name + "' is beyond block_count " +
-             std::to_string(a.n_layers);
-      return false;
-    }
-    if (ti.bytes == 0) {
-      *err = "GGUF '" + path + "': tensor '" + ti.name + "' has type " + ggml_type_name(ti.type) +
-             ", which the converter does not read (F32, F16, BF16, Q8_0 and Q4_0 are supported)";
-      return false;
-    }
-    // Squeeze trailing unit dimensions; then ne = (cols[, rows]).
-    std::vector<uint64_t> ne = ti.ne;
-    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
-    if (ne.size() > 2) {
-      *err = "GGUF '" + path + "': tensor '" + ti.name + "' has more than 2 dimensions";
-      return false;
-    }
-    const uint64_t cols = ne[0];
-    const uint64_t rows = ne.size() == 2 ? ne[1] : 1;
-    const bool matrix = ne.size() == 2;
-    if (matrix) t.shape = {rows, cols};
-    else t.shape = {cols};
+    if (!gguf_tensor(*g, path, arch, family, a, ti, &t, &r, err)) return false;
     if (t.role == TensorRole::Output) has_output = true;
-    if (t.role == TensorRole::TokenEmbedding) emb_rows = static_cast<uint32_t>(rows);
-    const uint32_t type = ti.type;
-    const uint64_t offset = ti.offset, bytes = ti.bytes, n = rows * cols;
-    std::shared_ptr<InputFile> f = g->file;
-    t.load_f32 = [f, type, offset, bytes, n](std::vector<float>* dst, std::string* e) {
-      dst->resize(static_cast<size_t>(n));
-      if (type == kGgmlF32) return f->read_at(offset, dst->data(), bytes, e);
-      std::vector<uint8_t> raw(static_cast<size_t>(bytes));
-      if (!f->read_at(offset, raw.data(), bytes, e)) return false;
-      float* o = dst->data();
-      switch (type) {
-        case kGgmlF16:
-          for (uint64_t i = 0; i < n; ++i) {
-            uint16_t h;
-            memcpy(&h, raw.data() + 2 * i, 2);
-            o[i] = fp16_to_f32(h);
-          }
-          return true;
-        case kGgmlBF16:
-          for (uint64_t i = 0; i < n; ++i) {
-            uint16_t h;
-            memcpy(&h, raw.data() + 2 * i, 2);
-            const uint32_t bits = static_cast<uint32_t>(h) << 16;
-            memcpy(&o[i], &bits, 4);
-          }
-          return true;
-        case kGgmlQ8_0: dequant_q8_0(raw.data(), n, o); return true;
-        case kGgmlQ4_0: dequant_q4_0(raw.data(), n, o); return true;
-      }
-      *e = "internal: unexpected ggml type";
-      return false;
-    };
-    if (matrix && (type == kGgmlQ8_0 || type == kGgmlQ4_0) && cols % kQuantGroup == 0) {
-      t.has_raw = true;
-      t.raw_type = type == kGgmlQ8_0 ? fb::DType::Q8 : fb::DType::Q4;
-      t.load_raw = [f, type, offset, bytes, rows, cols](std::vector<uint8_t>* dst, std::string* e) {
-        std::vector<uint8_t> raw(static_cast<size_t>(bytes));
-        if (!f->read_at(offset, raw.data(), bytes, e)) return false;
-        blocks_to_planes(raw.data(), type, rows, cols, dst);
-        return true;
-      };
-    }
+    if (t.role == TensorRole::TokenEmbedding) emb_rows = static_cast<uint32_t>(t.shape[0]);
     if (!add_source_tensor(a, r, std::move(t), &m.tensors, err)) {
       *err = "GGUF '" + path + "': " + *err;
       return false;
@@ -899,18 +969,7 @@ bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
     *err = "GGUF '" + path + "': " + *err;
     return false;
   }
-  // Tokenizer must cover the embedding; pad a shorter one with unused pieces.
-  TokenizerData& tok = m.tokenizer;
-  if (tok.pieces.size() > a.vocab_size) {
-    *err = "GGUF '" + path + "': tokenizer has " + std::to_string(tok.pieces.size()) +
-           " tokens but the model's vocabulary is " + std::to_string(a.vocab_size);
-    return false;
-  }
-  while (tok.pieces.size() < a.vocab_size) {
-    tok.pieces.push_back("<unused_" + std::to_string(tok.pieces.size()) + ">");
-    tok.types.push_back(fb::TokenType::Unused);
-    if (!tok.scores.empty()) tok.scores.push_back(-1e9f);
-  }
+  if (!gguf_fit_vocabulary(path, a.vocab_size, &m.tokenizer, err)) return false;
   *out = std::move(m);
   return true;
 }
