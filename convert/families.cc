@@ -185,6 +185,237 @@ bool hf_family(const json& cfg, Family* family, std::string* name) {
   return false;
 }
 
+namespace {
+
+// The activation, and refusing the options no family here runs (partial rotary, experts,
+// MLP / o_proj biases); the family's QKV-bias and QK-norm flags.
+bool hf_activation_and_options(const json& cfg, Family fam, const std::string& who,
+                               ModelData::Arch* arch, std::string* err) {
+  ModelData::Arch& a = *arch;
+  std::string act = is_gemma(fam) ? "gelu_pytorch_tanh" : "silu";
+  for (const char* key : {"hidden_act", "hidden_activation"})
+    if (cfg.contains(key) && cfg[key].is_string()) act = lower(cfg[key].get<std::string>());
+  if (act == "silu" || act == "swish") {
+    a.activation = fb::Activation::SiLU;
+  } else if (act == "gelu_pytorch_tanh" || act == "gelu_new") {
+    a.activation = fb::Activation::GeluTanh;
+  } else {
+    *err = "hidden_act '" + act + "' is not supported (silu, gelu_pytorch_tanh)";
+    return false;
+  }
+
+  // Options no family here runs.
+  if (present(cfg, "partial_rotary_factor") && cfg["partial_rotary_factor"].is_number() &&
+      cfg["partial_rotary_factor"].get<double>() != 1.0) {
+    *err = who + ": partial_rotary_factor " + cfg["partial_rotary_factor"].dump() +
+           " (partial rotary embedding) is not supported";
+    return false;
+  }
+  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
+    if (present(cfg, key) && cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0) {
+      *err = who + ": mixture-of-experts models (" + key + ") are not supported";
+      return false;
+    }
+  }
+  if (truthy(cfg, "mlp_bias")) {
+    *err = who + ": mlp_bias (MLP biases) is not supported";
+    return false;
+  }
+  if (fam != Family::Qwen2 && truthy(cfg, "attention_bias")) {
+    *err = who + ": attention_bias (q/k/v/o projection biases) is not supported";
+    return false;
+  }
+  a.qkv_bias = fam == Family::Qwen2;  // Qwen2: q/k/v biases always, no o_proj bias
+  a.qk_norm = fam == Family::Qwen3 || fam == Family::Gemma3;
+  return true;
+}
+
+// RoPE scaling: linear and llama3; LongRoPE and others refused.
+bool hf_rope_scaling(const json& cfg, const std::string& who, ModelData::Arch* arch,
+                     std::string* err) {
+  ModelData::Arch& a = *arch;
+  if (present(cfg, "rope_scaling")) {
+    const json& rs = cfg["rope_scaling"];
+    if (!rs.is_object()) {
+      *err = "'rope_scaling' must be an object or null";
+      return false;
+    }
+    std::string kind = "?";
+    if (rs.contains("rope_type") && rs["rope_type"].is_string()) kind = rs["rope_type"];
+    else if (rs.contains("type") && rs["type"].is_string()) kind = rs["type"];
+    kind = lower(kind);
+    auto num = [&](const char* key, double def, double* v) {
+      if (!rs.contains(key) || rs[key].is_null()) {
+        if (def < 0) {
+          *err = who + ": rope_scaling '" + kind + "' needs '" + key + "'";
+          return false;
+        }
+        *v = def;
+        return true;
+      }
+      if (!rs[key].is_number()) {
+        *err = std::string("rope_scaling '") + key + "' must be a number";
+        return false;
+      }
+      *v = rs[key].get<double>();
+      return true;
+    };
+    if (kind == "default") {
+      // no scaling
+    } else if (kind == "linear") {
+      double f = 0;
+      if (!num("factor", -1, &f)) return false;
+      if (!(f >= 1.0 && f <= 1024.0)) {
+        *err = who + ": rope_scaling linear factor " + std::to_string(f) + " out of [1, 1024]";
+        return false;
+      }
+      if (f != 1.0) {
+        a.rope_scaling = fb::RopeScaling::Linear;
+        a.rope_scaling_factor = static_cast<float>(f);
+      }
+    } else if (kind == "llama3") {
+      double f = 0, lo = 0, hi = 0, orig = 0;
+      if (!num("factor", -1, &f) || !num("low_freq_factor", 1.0, &lo) ||
+          !num("high_freq_factor", 4.0, &hi) ||
+          !num("original_max_position_embeddings", 8192.0, &orig))
+        return false;
+      if (!(f >= 1.0 && f <= 1024.0) || !(lo > 0) || !(hi > lo) || !(orig >= 1 && orig < 4.3e9)) {
+        *err = who + ": rope_scaling llama3 parameters are inconsistent";
+        return false;
+      }
+      a.rope_scaling = fb::RopeScaling::Llama3;
+      a.rope_scaling_factor = static_cast<float>(f);
+      a.rope_low_freq_factor = static_cast<float>(lo);
+      a.rope_high_freq_factor = static_cast<float>(hi);
+      a.rope_original_context = static_cast<uint32_t>(orig);
+    } else if (kind == "longrope" || kind == "su") {
+      *err = who + ": rope_scaling '" + kind +
+             "' (Phi-3 long-context LongRoPE factors) is not supported";
+      return false;
+    } else {
+      *err = who + ": rope_scaling '" + kind + "' is not supported (linear and llama3 are)";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Gemma: scaled embeddings, query scale, soft-caps, local RoPE base; soft-caps refused elsewhere.
+bool hf_gemma_options(const json& cfg, Family fam, const std::string& who,
+                      ModelData::Arch* arch, std::string* err) {
+  ModelData::Arch& a = *arch;
+  std::string e;
+  if (is_gemma(fam)) {
+    a.embedding_scale = static_cast<float>(sqrt(static_cast<double>(a.dim)));
+    a.query_pre_attn_scalar = 256.0f;  // the HF config default
+    if (!json_float(cfg, "query_pre_attn_scalar", &a.query_pre_attn_scalar, &e)) {
+      *err = e;
+      return false;
+    }
+    a.attn_logit_softcap = fam == Family::Gemma2 ? 50.0f : 0.0f;
+    a.final_logit_softcap = fam == Family::Gemma2 ? 30.0f : 0.0f;
+    for (auto kv : {std::make_pair("attn_logit_softcapping", &a.attn_logit_softcap),
+                    std::make_pair("final_logit_softcapping", &a.final_logit_softcap)}) {
+      if (cfg.contains(kv.first) && cfg[kv.first].is_null()) *kv.second = 0.0f;
+      else if (!json_float(cfg, kv.first, kv.second, &e)) {
+        *err = e;
+        return false;
+      }
+    }
+    if (fam == Family::Gemma3) {
+      a.rope_theta_local = 10000.0f;
+      if (!json_float(cfg, "rope_local_base_freq", &a.rope_theta_local, &e)) {
+        *err = e;
+        return false;
+      }
+    }
+  } else {
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+      if (present(cfg, key) && cfg[key].is_number() && cfg[key].get<double>() != 0) {
+        *err = who + ": " + key + " is only supported for Gemma";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Sliding-window layers: layer_types when given, else the family's rule.
+bool hf_sliding_window(const json& cfg, Family fam, const std::string& who,
+                       ModelData::Arch* arch, std::string* err) {
+  ModelData::Arch& a = *arch;
+  std::string e;
+  uint32_t window = is_gemma(fam) ? 4096 : 0;
+  bool window_given = false;
+  for (const char* key : {"sliding_window", "sliding_window_attention_size"}) {
+    if (present(cfg, key)) {
+      if (!json_u32(cfg, key, true, &window, &e)) {
+        *err = e;
+        return false;
+      }
+      window_given = true;
+      break;
+    }
+  }
+  if (cfg.contains("sliding_window") && cfg["sliding_window"].is_null() && !is_gemma(fam))
+    window = 0;
+  std::vector<bool> local(a.n_layers, false);
+  if (cfg.contains("layer_types") && cfg["layer_types"].is_array()) {
+    const json& lt = cfg["layer_types"];
+    if (lt.size() != a.n_layers) {
+      *err = "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
+             std::to_string(a.n_layers) + " layers";
+      return false;
+    }
+    for (uint32_t l = 0; l < a.n_layers; ++l) {
+      const std::string t = lt[l].is_string() ? lt[l].get<std::string>() : std::string("?");
+      if (t == "sliding_attention") local[l] = true;
+      else if (t != "full_attention") {
+        *err = "layer_types entry '" + t + "' is not supported";
+        return false;
+      }
+    }
+  } else if (fam == Family::Gemma2) {
+    for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = l % 2 == 0;  // even layers local
+  } else if (fam == Family::Gemma3) {
+    uint32_t pattern = 6;
+    if (!json_u32(cfg, "sliding_window_pattern", false, &pattern, &e)) {
+      *err = e;
+      return false;
+    }
+    if (pattern == 0) {
+      *err = "'sliding_window_pattern' must be positive";
+      return false;
+    }
+    for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = (l + 1) % pattern != 0;
+  } else if (fam == Family::Qwen2 || fam == Family::Qwen3) {
+    if (truthy(cfg, "use_sliding_window") && window > 0) {
+      uint32_t first = 0;
+      if (!json_u32(cfg, "max_window_layers", false, &first, &e)) {
+        *err = e;
+        return false;
+      }
+      for (uint32_t l = first; l < a.n_layers; ++l) local[l] = true;
+    }
+  } else if (window_given && window > 0) {
+    // Mistral and Phi-3: every layer attends within the window.
+    for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = true;
+  }
+  bool any_local = false;
+  for (bool b : local) any_local |= b;
+  if (any_local) {
+    if (window == 0) {
+      *err = who + ": sliding-window layers need a positive sliding_window";
+      return false;
+    }
+    a.sliding_window = window;
+    a.layer_is_local = local;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
   Family fam;
   std::string mt;
@@ -254,208 +485,11 @@ bool hf_config_arch(const json& cfg, ModelData::Arch* out, std::string* err) {
   if (cfg.contains("tie_word_embeddings") && cfg["tie_word_embeddings"].is_boolean())
     a.tied_embeddings = cfg["tie_word_embeddings"].get<bool>();
 
-  // Activation (Gemma configs name it hidden_activation).
-  std::string act = is_gemma(fam) ? "gelu_pytorch_tanh" : "silu";
-  for (const char* key : {"hidden_act", "hidden_activation"})
-    if (cfg.contains(key) && cfg[key].is_string()) act = lower(cfg[key].get<std::string>());
-  if (act == "silu" || act == "swish") {
-    a.activation = fb::Activation::SiLU;
-  } else if (act == "gelu_pytorch_tanh" || act == "gelu_new") {
-    a.activation = fb::Activation::GeluTanh;
-  } else {
-    *err = "hidden_act '" + act + "' is not supported (silu, gelu_pytorch_tanh)";
+  if (!hf_activation_and_options(cfg, fam, who, &a, err) ||
+      !hf_rope_scaling(cfg, who, &a, err) ||
+      !hf_gemma_options(cfg, fam, who, &a, err) ||
+      !hf_sliding_window(cfg, fam, who, &a, err)) {
     return false;
-  }
-
-  // Options no family here runs.
-  if (present(cfg, "partial_rotary_factor") && cfg["partial_rotary_factor"].is_number() &&
-      cfg["partial_rotary_factor"].get<double>() != 1.0) {
-    *err = who + ": partial_rotary_factor " + cfg["partial_rotary_factor"].dump() +
-           " (partial rotary embedding) is not supported";
-    return false;
-  }
-  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
-    if (present(cfg, key) && cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0) {
-      *err = who + ": mixture-of-experts models (" + key + ") are not supported";
-      return false;
-    }
-  }
-  if (truthy(cfg, "mlp_bias")) {
-    *err = who + ": mlp_bias (MLP biases) is not supported";
-    return false;
-  }
-  if (fam != Family::Qwen2 && truthy(cfg, "attention_bias")) {
-    *err = who + ": attention_bias (q/k/v/o projection biases) is not supported";
-    return false;
-  }
-  a.qkv_bias = fam == Family::Qwen2;  // Qwen2: q/k/v biases always, no o_proj bias
-  a.qk_norm = fam == Family::Qwen3 || fam == Family::Gemma3;
-
-  // RoPE scaling.
-  if (present(cfg, "rope_scaling")) {
-    const json& rs = cfg["rope_scaling"];
-    if (!rs.is_object()) {
-      *err = "'rope_scaling' must be an object or null";
-      return false;
-    }
-    std::string kind = "?";
-    if (rs.contains("rope_type") && rs["rope_type"].is_string()) kind = rs["rope_type"];
-    else if (rs.contains("type") && rs["type"].is_string()) kind = rs["type"];
-    kind = lower(kind);
-    auto num = [&](const char* key, double def, double* v) {
-      if (!rs.contains(key) || rs[key].is_null()) {
-        if (def < 0) {
-          *err = who + ": rope_scaling '" + kind + "' needs '" + key + "'";
-          return false;
-        }
-        *v = def;
-        return true;
-      }
-      if (!rs[key].is_number()) {
-        *err = std::string("rope_scaling '") + key + "' must be a number";
-        return false;
-      }
-      *v = rs[key].get<double>();
-      return true;
-    };
-    if (kind == "default") {
-      // no scaling
-    } else if (kind == "linear") {
-      double f = 0;
-      if (!num("factor", -1, &f)) return false;
-      if (!(f >= 1.0 && f <= 1024.0)) {
-        *err = who + ": rope_scaling linear factor " + std::to_string(f) + " out of [1, 1024]";
-        return false;
-      }
-      if (f != 1.0) {
-        a.rope_scaling = fb::RopeScaling::Linear;
-        a.rope_scaling_factor = static_cast<float>(f);
-      }
-    } else if (kind == "llama3") {
-      double f = 0, lo = 0, hi = 0, orig = 0;
-      if (!num("factor", -1, &f) || !num("low_freq_factor", 1.0, &lo) ||
-          !num("high_freq_factor", 4.0, &hi) ||
-          !num("original_max_position_embeddings", 8192.0, &orig))
-        return false;
-      if (!(f >= 1.0 && f <= 1024.0) || !(lo > 0) || !(hi > lo) || !(orig >= 1 && orig < 4.3e9)) {
-        *err = who + ": rope_scaling llama3 parameters are inconsistent";
-        return false;
-      }
-      a.rope_scaling = fb::RopeScaling::Llama3;
-      a.rope_scaling_factor = static_cast<float>(f);
-      a.rope_low_freq_factor = static_cast<float>(lo);
-      a.rope_high_freq_factor = static_cast<float>(hi);
-      a.rope_original_context = static_cast<uint32_t>(orig);
-    } else if (kind == "longrope" || kind == "su") {
-      *err = who + ": rope_scaling '" + kind +
-             "' (Phi-3 long-context LongRoPE factors) is not supported";
-      return false;
-    } else {
-      *err = who + ": rope_scaling '" + kind + "' is not supported (linear and llama3 are)";
-      return false;
-    }
-  }
-
-  // Gemma: scaled embeddings, query scale, soft-caps, local RoPE base.
-  if (is_gemma(fam)) {
-    a.embedding_scale = static_cast<float>(sqrt(static_cast<double>(a.dim)));
-    a.query_pre_attn_scalar = 256.0f;  // the HF config default
-    if (!json_float(cfg, "query_pre_attn_scalar", &a.query_pre_attn_scalar, &e)) {
-      *err = e;
-      return false;
-    }
-    a.attn_logit_softcap = fam == Family::Gemma2 ? 50.0f : 0.0f;
-    a.final_logit_softcap = fam == Family::Gemma2 ? 30.0f : 0.0f;
-    for (auto kv : {std::make_pair("attn_logit_softcapping", &a.attn_logit_softcap),
-                    std::make_pair("final_logit_softcapping", &a.final_logit_softcap)}) {
-      if (cfg.contains(kv.first) && cfg[kv.first].is_null()) *kv.second = 0.0f;
-      else if (!json_float(cfg, kv.first, kv.second, &e)) {
-        *err = e;
-        return false;
-      }
-    }
-    if (fam == Family::Gemma3) {
-      a.rope_theta_local = 10000.0f;
-      if (!json_float(cfg, "rope_local_base_freq", &a.rope_theta_local, &e)) {
-        *err = e;
-        return false;
-      }
-    }
-  } else {
-    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-      if (present(cfg, key) && cfg[key].is_number() && cfg[key].get<double>() != 0) {
-        *err = who + ": " + key + " is only supported for Gemma";
-        return false;
-      }
-    }
-  }
-
-  // Sliding-window layers: layer_types when given, else the family's rule.
-  uint32_t window = is_gemma(fam) ? 4096 : 0;
-  bool window_given = false;
-  for (const char* key : {"sliding_window", "sliding_window_attention_size"}) {
-    if (present(cfg, key)) {
-      if (!json_u32(cfg, key, true, &window, &e)) {
-        *err = e;
-        return false;
-      }
-      window_given = true;
-      break;
-    }
-  }
-  if (cfg.contains("sliding_window") && cfg["sliding_window"].is_null() && !is_gemma(fam))
-    window = 0;
-  std::vector<bool> local(a.n_layers, false);
-  if (cfg.contains("layer_types") && cfg["layer_types"].is_array()) {
-    const json& lt = cfg["layer_types"];
-    if (lt.size() != a.n_layers) {
-      *err = "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
-             std::to_string(a.n_layers) + " layers";
-      return false;
-    }
-    for (uint32_t l = 0; l < a.n_layers; ++l) {
-      const std::string t = lt[l].is_string() ? lt[l].get<std::string>() : std::string("?");
-      if (t == "sliding_attention") local[l] = true;
-      else if (t != "full_attention") {
-        *err = "layer_types entry '" + t + "' is not supported";
-        return false;
-      }
-    }
-  } else if (fam == Family::Gemma2) {
-    for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = l % 2 == 0;  // even layers local
-  } else if (fam == Family::Gemma3) {
-    uint32_t pattern = 6;
-    if (!json_u32(cfg, "sliding_window_pattern", false, &pattern, &e)) {
-      *err = e;
-      return false;
-    }
-    if (pattern == 0) {
-      *err = "'sliding_window_pattern' must be positive";
-      return false;
-    }
-    for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = (l + 1) % pattern != 0;
-  } else if (fam == Family::Qwen2 || fam == Family::Qwen3) {
-    if (truthy(cfg, "use_sliding_window") && window > 0) {
-      uint32_t first = 0;
-      if (!json_u32(cfg, "max_window_layers", false, &first, &e)) {
-        *err = e;
-        return false;
-      }
-      for (uint32_t l = first; l < a.n_layers; ++l) local[l] = true;
-    }
-  } else if (window_given && window > 0) {
-    // Mistral and Phi-3: every layer attends within the window.
-    for (uint32_t l = 0; l < a.n_layers; ++l) local[l] = true;
-  }
-  bool any_local = false;
-  for (bool b : local) any_local |= b;
-  if (any_local) {
-    if (window == 0) {
-      *err = who + ": sliding-window layers need a positive sliding_window";
-      return false;
-    }
-    a.sliding_window = window;
-    a.layer_is_local = local;
   }
   *out = a;
   return true;
