@@ -254,3 +254,46 @@ void finish_session_flags(SessionFlags* f) {
     }
   }
 }
+
+bool CliSession::open(const char* verb, const rlm_model* model, const rlm_session_config& config,
+                      const rlm_sampling* sampling) {
+  close();
+  size_t bytes = 0, align = 0;
+  rlm_status st = rlm_session_memory(model, &config, &bytes, &align);
+  if (st != RLM_OK) {
+    char why[256];
+    rlm_session_config_check(model, &config, why, sizeof why);
+    fprintf(stderr, "ringlm %s: session config: %s%s%s\n", verb, rlm_status_string(st),
+            *why ? ": " : "", why);
+    return false;
+  }
+  void* mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+  if (!mem) {
+    fprintf(stderr, "ringlm %s: cannot allocate %zu bytes for the session\n", verb, bytes);
+    return false;
+  }
+  rlm_session* s = nullptr;
+  if ((st = rlm_session_init(model, &config, mem, bytes, &s)) != RLM_OK) {
+    fprintf(stderr, "ringlm %s: session: %s\n", verb, rlm_status_string(st));
+    free(mem);
+    return false;
+  }
+  s_ = s;
+  mem_ = mem;
+  bytes_ = bytes;
+  if (sampling && (st = rlm_session_set_sampling(s, sampling)) != RLM_OK) {
+    fprintf(stderr, "ringlm %s: sampling: %s: %s\n", verb, rlm_status_string(st),
+            rlm_session_error(s));
+    close();
+    return false;
+  }
+  return true;
+}
+
+void CliSession::close() {
+  if (s_) rlm_session_release(s_);
+  free(mem_);
+  s_ = nullptr;
+  mem_ = nullptr;
+  bytes_ = 0;
+}

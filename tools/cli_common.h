@@ -57,6 +57,33 @@ bool read_text_input(const std::string& path, size_t max_bytes, std::string* out
 bool tokenize_text(const rlm_model* model, const std::string& text, uint32_t flags,
                    std::vector<int32_t>* out, std::string* err);
 
+// A session in memory the tool owns (one aligned block from the C library's allocator); the
+// runtime only borrows it. The one open sequence of the verbs that run a session on the C ABI
+// (chat, bench): size query, allocation, init, sampling.
+class CliSession {
+ public:
+  CliSession() = default;
+  ~CliSession() { close(); }
+  CliSession(const CliSession&) = delete;
+  CliSession& operator=(const CliSession&) = delete;
+
+  // Sizes the block for `config` (a refused config is reported with rlm_session_config_check's
+  // reason), allocates it, initialises the session and applies `sampling` (may be null). On
+  // failure prints "ringlm VERB: ..." to stderr and returns false; the object stays closed.
+  bool open(const char* verb, const rlm_model* model, const rlm_session_config& config,
+            const rlm_sampling* sampling);
+  // Releases the session (joining its workers) and frees the block. Idempotent.
+  void close();
+
+  rlm_session* get() const { return s_; }
+  size_t bytes() const { return bytes_; }  // the session block's size
+
+ private:
+  rlm_session* s_ = nullptr;
+  void* mem_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 bool parse_u32(const char* s, uint32_t* out);
 bool parse_f32(const char* s, float* out);
 

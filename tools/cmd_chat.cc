@@ -273,23 +273,11 @@ int cmd_chat(int argc, char** argv) {
     return 2;
   }
   flags.config.max_pending = max_prompt + 1;
-  size_t bytes = 0, align = 0;
-  if ((st = rlm_session_memory(&model, &flags.config, &bytes, &align)) != RLM_OK) {
-    char why[256];
-    rlm_session_config_check(&model, &flags.config, why, sizeof why);
-    fprintf(stderr, "ringlm chat: session config: %s%s%s\n", rlm_status_string(st),
-            *why ? ": " : "", why);
-    return 1;
-  }
-  void* mem = aligned_alloc(align, (bytes + align - 1) / align * align);
-  rlm_session* s = nullptr;
-  if (!mem || (st = rlm_session_init(&model, &flags.config, mem, bytes, &s)) != RLM_OK) {
-    fprintf(stderr, "ringlm chat: session: %s\n", mem ? rlm_status_string(st) : "out of memory");
-    free(mem);
-    return 1;
-  }
+  CliSession session;
+  if (!session.open("chat", &model, flags.config, nullptr)) return 1;
+  rlm_session* s = session.get();
   int rc = 0;
-  if ((st = rlm_session_set_sampling(s, &flags.sampling)) != RLM_OK) {
+  if ((st = rlm_session_set_sampling(s, &flags.sampling)) != RLM_OK) {  // a bad flag value
     fprintf(stderr, "ringlm chat: sampling: %s: %s\n", rlm_status_string(st), rlm_session_error(s));
     rc = 2;
   }
@@ -337,7 +325,5 @@ int cmd_chat(int argc, char** argv) {
     }
     if (!run_turn(&chat, line)) skipped = true;
   }
-  rlm_session_release(s);
-  free(mem);
   return rc != 0 ? rc : skipped ? 1 : 0;
 }
