@@ -10,13 +10,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "cli_common.h"
 
-double now_s() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+namespace {
 
 // Keeps the read loop's result alive.
 std::atomic<uint64_t> g_sink{0};

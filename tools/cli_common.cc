@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <random>
 #include <vector>
@@ -35,6 +36,12 @@ bool parse_u32(const char* s, uint32_t* out) {
   if (!*s || *end || errno || v > 0xffffffffUL || s[0] == '-') return false;
   *out = static_cast<uint32_t>(v);
   return true;
+}
+
+double now_s() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 bool read_text_input(const std::string& path, size_t max_bytes, std::string* out,

@@ -85,6 +85,9 @@ class CliSession {
 };
 
 bool parse_u32(const char* s, uint32_t* out);
+
+// Monotonic seconds, for the tools' timings.
+double now_s();
 bool parse_f32(const char* s, float* out);
 
 #endif  // RINGLM_TOOLS_CLI_COMMON_H_

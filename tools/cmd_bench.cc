@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bandwidth.h"
+#include "cli_common.h"
 #include "commands.h"
 #include "convert/convert.h"
 #include "convert/synthetic.h"
@@ -93,21 +94,7 @@ const char kUsage[] =
     "ran, 1 when a row is \"unsupported\" or failed (the table is still printed), 2 for usage\n"
     "errors.\n";
 
-double now_s() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-bool parse_u32(const char* s, uint32_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (!*s || *end || errno || v > 0xffffffffUL || s[0] == '-') return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
-
+// A comma-separated list of non-empty items.
 bool parse_name_list(const char* s, std::vector<std::string>* out) {
   std::string item;
   for (const char* p = s;; ++p) {
@@ -124,19 +111,14 @@ bool parse_name_list(const char* s, std::vector<std::string>* out) {
 }
 
 bool parse_u32_list(const char* s, std::vector<uint32_t>* out, bool zero_ok = false) {
-  std::string item;
-  for (const char* p = s;; ++p) {
-    if (*p == ',' || *p == '\0') {
-      uint32_t v;
-      if (item.empty() || !parse_u32(item.c_str(), &v) || (v == 0 && !zero_ok)) return false;
-      out->push_back(v);
-      item.clear();
-      if (!*p) break;
-    } else {
-      item += *p;
-    }
+  std::vector<std::string> items;
+  if (!parse_name_list(s, &items)) return false;
+  for (const std::string& item : items) {
+    uint32_t v;
+    if (!parse_u32(item.c_str(), &v) || (v == 0 && !zero_ok)) return false;
+    out->push_back(v);
   }
-  return !out->empty();
+  return true;
 }
 
 std::string human_bytes(double b) {
@@ -247,18 +229,6 @@ void describe_weights(const void* bytes, double* params, std::string* quant) {
 
 // Session memory owned by the tool; the session is released (worker threads joined) before the
 // memory is freed.
-struct SessionMemory {
-  void* mem = nullptr;
-  rlm_session* s = nullptr;
-  SessionMemory() = default;
-  SessionMemory(const SessionMemory&) = delete;
-  SessionMemory& operator=(const SessionMemory&) = delete;
-  ~SessionMemory() {
-    if (s) rlm_session_release(s);
-    free(mem);
-  }
-};
-
 // --background: busy-loop child processes competing for this process's cores (a phone's other
 // apps, a shared server). Children inherit the CPU affinity and die with this process
 // (PR_SET_PDEATHSIG), so none outlives the bench even if it is killed.
@@ -318,12 +288,9 @@ std::string resolve_auto_kernels(const rlm_model* model, rlm_session_config cfg)
   for (const char* name : kOrder) {
     cfg.kernels = name;
     size_t need = 0, align = 0;
-    if (rlm_session_memory(model, &cfg, &need, &align) != RLM_OK) continue;
-    SessionMemory sm;
-    sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
-    if (!sm.mem) return "";
-    if (rlm_session_init(model, &cfg, sm.mem, need, &sm.s) == RLM_OK) return name;
-    sm.s = nullptr;
+    if (rlm_session_memory(model, &cfg, &need, &align) != RLM_OK) continue;  // not this CPU's
+    CliSession session;
+    if (session.open("bench", model, cfg, nullptr)) return name;
   }
   return "";
 }
@@ -665,24 +632,11 @@ int cmd_bench(int argc, char** argv) {
         for (uint32_t nt : threads) {
           cfg.n_threads = nt;
           RunResult rr{backend, nt, false, 0.0, 0, load, 0.0};
-          size_t need = 0, align = 0;
-          SessionMemory sm;
-          st = rlm_session_memory(&model, &cfg, &need, &align);
-          if (st == RLM_OK) {
-            sm.mem = aligned_alloc(align, (need + align - 1) / align * align);
-            if (!sm.mem) {
-              fprintf(stderr, "ringlm bench: cannot allocate %zu bytes of session memory\n", need);
-              return 1;
-            }
-            st = rlm_session_init(&model, &cfg, sm.mem, need, &sm.s);
-          }
-          if (st != RLM_OK) sm.s = nullptr;
-          rlm_session* const s = sm.s;
-          if (st != RLM_OK) {
-            char why[256];
-            rlm_session_config_check(&model, &cfg, why, sizeof why);
-            fprintf(stderr, "ringlm bench: %s, %u thread(s): session: %s%s%s\n",
-                    backend.c_str(), nt, rlm_status_string(st), *why ? ": " : "", why);
+          // The session's own failure is printed by open (naming the config problem); the
+          // rows of this configuration are then reported failed and the bench goes on.
+          CliSession session;
+          const std::string who = "bench: " + backend + ", " + std::to_string(nt) + " thread(s)";
+          if (!session.open(who.c_str(), &model, cfg, nullptr)) {
             for (const std::string* t : {&pp_name, &tg_name}) {
               if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
               Row row;
@@ -695,6 +649,8 @@ int cmd_bench(int argc, char** argv) {
             results.push_back(rr);
             continue;
           }
+          rlm_session* const s = session.get();
+          const size_t need = session.bytes();
           rr.supported = true;
           rr.session_bytes = need;
           if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {

@@ -35,12 +35,6 @@ const char kUsage[] =
     "      --print-ids         print generated token ids (space-separated) instead of text\n"
     "  -h, --help              this help\n";
 
-double now_s() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 const char* stop_name(rlm_stop_reason r) {
   switch (r) {
     case RLM_STOP_NONE: return "none";
