@@ -401,9 +401,8 @@ void print_row(const std::string& model, const std::string& size, const std::str
   fflush(stdout);
 }
 
-}  // namespace
-
-int cmd_bench(int argc, char** argv) {
+// The command line of `ringlm bench`, after defaults.
+struct BenchOptions {
   std::string model_path, synthetic;
   fb::DType quant = fb::DType::Q8;
   bool quant_given = false, as_llama = false;
@@ -411,7 +410,20 @@ int cmd_bench(int argc, char** argv) {
   std::vector<uint32_t> threads, loads;
   std::vector<std::string> kernels, backends;
   rlm_kv_dtype kv = RLM_KV_F32;
+};
 
+// Parses argv into *o. Returns -1 to go on, else the exit status (0 for --help, 2 for a usage
+// error, with its message printed).
+int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
+  std::string& model_path = o->model_path;
+  std::string& synthetic = o->synthetic;
+  fb::DType& quant = o->quant;
+  bool &quant_given = o->quant_given, &as_llama = o->as_llama;
+  uint32_t &seed = o->seed, &layers = o->layers, &n_prompt = o->n_prompt, &n_gen = o->n_gen,
+           &reps = o->reps, &batch = o->batch, &bw_mib = o->bw_mib;
+  std::vector<uint32_t> &threads = o->threads, &loads = o->loads;
+  std::vector<std::string> &kernels = o->kernels, &backends = o->backends;
+  rlm_kv_dtype& kv = o->kv;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const char* v = nullptr;
@@ -508,23 +520,32 @@ int cmd_bench(int argc, char** argv) {
   if (kernels.empty()) kernels.push_back("auto");
   if (backends.empty()) backends.push_back("native");
 
-  // ---- model ----
-  ModelBytes bytes;
-  std::string err, name;
-  double build_s = 0;
+  return -1;
+}
+
+// The bytes to bench: a --synthetic model built in memory (its build time in *build_s) or the
+// -m file mapped; *name is the table's model column. false with the message printed.
+bool load_bench_model(const BenchOptions& o, ModelBytes* model_bytes, std::string* model_name,
+                      double* build_s) {
+  const std::string &model_path = o.model_path, &synthetic = o.synthetic;
+  ModelBytes& bytes = *model_bytes;
+  std::string& name = *model_name;
+  const fb::DType quant = o.quant;
+  const uint32_t layers = o.layers;
+  std::string err;
   if (!synthetic.empty()) {
     conv::ModelData md;
     conv::SyntheticOptions so;
     std::vector<std::string> ignored;
-    so.as_llama = as_llama;
+    so.as_llama = o.as_llama;
     so.direct = true;  // matrices generated straight in the target encoding
     so.direct_type = quant;
     so.n_layers_override = layers;
     so.ignored = &ignored;
     so.name = &name;
-    if (!conv::synthetic_model(synthetic, seed, so, &md, &err)) {
+    if (!conv::synthetic_model(synthetic, o.seed, so, &md, &err)) {
       fprintf(stderr, "ringlm bench: %s\n", err.c_str());
-      return 1;
+      return false;
     }
     for (const std::string& s : ignored)
       fprintf(stderr, "ringlm bench: --as-llama: ignoring %s\n", s.c_str());
@@ -533,15 +554,15 @@ int cmd_bench(int argc, char** argv) {
     const double t0 = now_s();
     if (!build_synthetic(md, quant, &bytes, &err)) {
       fprintf(stderr, "ringlm bench: %s\n", err.c_str());
-      return 1;
+      return false;
     }
-    build_s = now_s() - t0;
+    *build_s = now_s() - t0;
     name = "synth " + name;
     if (layers) name += " " + std::to_string(layers) + "L";
   } else {
     if (!bytes.file.open(model_path, &err)) {
       fprintf(stderr, "ringlm bench: %s\n", err.c_str());
-      return 1;
+      return false;
     }
     name = model_path.substr(model_path.find_last_of('/') == std::string::npos
                                  ? 0
@@ -549,6 +570,27 @@ int cmd_bench(int argc, char** argv) {
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".rlm") == 0)
       name.resize(name.size() - 4);
   }
+  return true;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  BenchOptions opts;
+  if (const int rc = parse_bench_flags(argc, argv, &opts); rc >= 0) return rc;
+  const std::string& synthetic = opts.synthetic;
+  const uint32_t n_prompt = opts.n_prompt, n_gen = opts.n_gen, reps = opts.reps,
+                 batch = opts.batch, bw_mib = opts.bw_mib;
+  const std::vector<uint32_t>& threads = opts.threads;
+  std::vector<uint32_t>& loads = opts.loads;
+  const std::vector<std::string> &kernels = opts.kernels, &backends = opts.backends;
+  const rlm_kv_dtype kv = opts.kv;
+
+  // ---- model ----
+  ModelBytes bytes;
+  std::string name;
+  double build_s = 0;
+  if (!load_bench_model(opts, &bytes, &name, &build_s)) return 1;
   rlm_model model;
   const double t_open0 = now_s();
   rlm_status st = rlm_model_open(bytes.data(), bytes.size(), &model);
