@@ -19,6 +19,14 @@ void layout(Arena& a, uint8_t** p0, float** p1, uint64_t** p2, void** p3) {
   *p3 = a.alloc_2d(7, 9, 2, kArenaAlignment);
 }
 
+// `bytes` of kArenaAlignment-aligned memory inside *storage.
+uint8_t* aligned_block(size_t bytes, std::vector<uint64_t>* storage) {
+  storage->assign(bytes / 8 + kArenaAlignment / 8 + 1, 0);
+  uint8_t* base = reinterpret_cast<uint8_t*>(storage->data());
+  return base + (kArenaAlignment - reinterpret_cast<uintptr_t>(base) % kArenaAlignment) %
+                    kArenaAlignment;
+}
+
 TEST(Arena, MeasureEqualsCarve) {
   Arena measure(nullptr, 0);
   uint8_t* p0;
@@ -33,9 +41,8 @@ TEST(Arena, MeasureEqualsCarve) {
   const size_t need = measure.used();
   EXPECT_GT(need, 3u + 17 * 4 + 5 * 8 + 7 * 9 * 2 - 1);
 
-  std::vector<uint64_t> storage(need / 8 + 16);
-  uint8_t* base = reinterpret_cast<uint8_t*>(storage.data());
-  base += (kArenaAlignment - reinterpret_cast<uintptr_t>(base) % kArenaAlignment) % kArenaAlignment;
+  std::vector<uint64_t> storage;
+  uint8_t* base = aligned_block(need, &storage);
   Arena carve(base, need);
   layout(carve, &p0, &p1, &p2, &p3);
   EXPECT_TRUE(carve.ok());
@@ -62,9 +69,8 @@ TEST(Arena, OneByteShortFailsWithoutWritingPastTheEnd) {
   void* p3;
   layout(measure, &p0, &p1, &p2, &p3);
   const size_t need = measure.used();
-  std::vector<uint64_t> storage(need / 8 + 16);
-  uint8_t* base = reinterpret_cast<uint8_t*>(storage.data());
-  base += (kArenaAlignment - reinterpret_cast<uintptr_t>(base) % kArenaAlignment) % kArenaAlignment;
+  std::vector<uint64_t> storage;
+  uint8_t* base = aligned_block(need, &storage);
   Arena carve(base, need - 1);
   layout(carve, &p0, &p1, &p2, &p3);
   EXPECT_FALSE(carve.ok());
