@@ -100,8 +100,7 @@ int cmd_tokenize(int argc, char** argv) {
 
   CliTokenizer t;
   std::string err;
-  if (!(model_path.empty() ? open_vocab_tokenizer(vocab_path, &t, &err)
-                           : open_model_tokenizer(model_path, &t, &err))) {
+  if (!open_cli_tokenizer(model_path, vocab_path, &t, &err)) {
     fprintf(stderr, "ringlm tokenize: %s\n", err.c_str());
     return 1;
   }

@@ -33,4 +33,11 @@ bool open_model_tokenizer(const std::string& path, CliTokenizer* out, std::strin
 // memory and checked with verify_tokenizer.
 bool open_vocab_tokenizer(const std::string& path, CliTokenizer* out, std::string* err);
 
+// The tokenizer of -m MODEL when `model_path` is given, else of --vocab FILE.
+inline bool open_cli_tokenizer(const std::string& model_path, const std::string& vocab_path,
+                               CliTokenizer* out, std::string* err) {
+  return model_path.empty() ? open_vocab_tokenizer(vocab_path, out, err)
+                            : open_model_tokenizer(model_path, out, err);
+}
+
 #endif  // RINGLM_TOOLS_TOKENIZER_SOURCE_H_
