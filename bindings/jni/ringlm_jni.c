@@ -291,7 +291,7 @@ JNIEXPORT void FN(sessionReset)(JNIEnv* env, jclass cls, jlong h) {
 /* Feeding copies/tokenizes the text inside the runtime; the array is pinned (not copied on
  * HotSpot/ART for primitive arrays) only for the duration of the call. */
 JNIEXPORT void FN(feedText)(JNIEnv* env, jclass cls, jlong h, jbyteArray utf8, jint off,
-                            jint len) {
+                            jint len, jint flags) {
   rlm_session* s = as_session(h);
   jbyte* p;
   rlm_status st;
@@ -302,19 +302,19 @@ JNIEXPORT void FN(feedText)(JNIEnv* env, jclass cls, jlong h, jbyteArray utf8, j
   }
   p = (jbyte*)(*env)->GetPrimitiveArrayCritical(env, utf8, NULL);
   if (!p) return;
-  st = rlm_session_feed_text(s, (const char*)p + off, (size_t)len);
+  st = rlm_session_feed_text_ex(s, (const char*)p + off, (size_t)len, (uint32_t)flags);
   (*env)->ReleasePrimitiveArrayCritical(env, utf8, p, JNI_ABORT);
   check_session(env, s, st);
 }
 
 JNIEXPORT void FN(feedDirect)(JNIEnv* env, jclass cls, jlong h, jobject utf8, jint off,
-                              jint len) {
+                              jint len, jint flags) {
   rlm_session* s = as_session(h);
   const char* p;
   (void)cls;
   p = (const char*)direct_range(env, utf8, off, len, "feed: not a direct buffer range");
   if (!p) return;
-  check_session(env, s, rlm_session_feed_text(s, p, (size_t)len));
+  check_session(env, s, rlm_session_feed_text_ex(s, p, (size_t)len, (uint32_t)flags));
 }
 
 JNIEXPORT void FN(feedTokens)(JNIEnv* env, jclass cls, jlong h, jintArray tokens, jint off,

@@ -72,9 +72,9 @@ final class NativeBridge {
 
   static native void sessionReset(long session);
 
-  static native void feedText(long session, byte[] utf8, int offset, int length);
+  static native void feedText(long session, byte[] utf8, int offset, int length, int flags);
 
-  static native void feedDirect(long session, ByteBuffer utf8, int offset, int length);
+  static native void feedDirect(long session, ByteBuffer utf8, int offset, int length, int flags);
 
   static native void feedTokens(long session, int[] tokens, int offset, int length);
 

@@ -112,16 +112,37 @@ public final class Session implements AutoCloseable {
 
   // ---- input ------------------------------------------------------------------------------
 
-  /** Queues text (tokenized in the runtime; BOS per the model at position 0). New turn. */
+  /**
+   * Flag of {@link #prompt(String, int)}: text that spells a special token's piece becomes that
+   * token (RLM_TOKENIZE_PARSE_SPECIALS). Only for text the application wrote itself (its own
+   * template markers): text from a user must not be able to insert role tokens.
+   */
+  public static final int PARSE_SPECIALS = 0x1;
+
+  /**
+   * Queues text (tokenized in the runtime; BOS per the model at position 0), parsing special
+   * tokens as {@code rlm_session_feed_text} does; for untrusted text use
+   * {@link #prompt(String, int)} with flags 0. New turn.
+   */
   public void prompt(String text) {
+    prompt(text, PARSE_SPECIALS);
+  }
+
+  /** Queues text with explicit flags (0 or {@link #PARSE_SPECIALS}). New turn. */
+  public void prompt(String text, int flags) {
     byte[] utf8 = text.getBytes(UTF8);
-    NativeBridge.feedText(h(), utf8, 0, utf8.length);
+    NativeBridge.feedText(h(), utf8, 0, utf8.length, flags);
   }
 
   /** Queues UTF-8 text from a direct buffer (position to limit; not consumed). New turn. */
   public void prompt(ByteBuffer utf8) {
+    prompt(utf8, PARSE_SPECIALS);
+  }
+
+  /** {@link #prompt(ByteBuffer)} with explicit flags (0 or {@link #PARSE_SPECIALS}). */
+  public void prompt(ByteBuffer utf8, int flags) {
     if (!utf8.isDirect()) throw new IllegalArgumentException("prompt(ByteBuffer) needs a direct buffer");
-    NativeBridge.feedDirect(h(), utf8, utf8.position(), utf8.remaining());
+    NativeBridge.feedDirect(h(), utf8, utf8.position(), utf8.remaining(), flags);
   }
 
   /** Queues token ids as given (no BOS). New turn. */

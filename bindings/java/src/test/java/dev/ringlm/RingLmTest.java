@@ -154,6 +154,21 @@ public final class RingLmTest {
             + maxDelta);
         checkEquals(0L, maxDelta, "stepInto allocates no Java object");
 
+        // 3b. prompt(text, flags): ordinary text is the same tokens either way (stories260K's
+        // SentencePiece vocabulary has no special piece text can spell; the byte-level case is
+        // tests/test_cli_flags.cc); unknown flag bits are refused.
+        s.reset();
+        s.prompt("Once upon a time", 0);
+        s.step();
+        final int plain = s.position();
+        s.reset();
+        s.prompt("Once upon a time", Session.PARSE_SPECIALS);
+        s.step();
+        checkEquals(plain, s.position(), "prompt(text, 0) and prompt(text, PARSE_SPECIALS) on plain text");
+        s.reset();
+        expectThrows("RLM_ERR_INVALID_ARGUMENT", "prompt with unknown flags",
+            () -> s.prompt("Once", 0x100));
+
         // 4. Stop string: never released.
         s.reset();
         s.addStopString("Lily");
