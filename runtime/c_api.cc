@@ -223,6 +223,37 @@ void rlm_sampling_default(rlm_sampling* p) {
   p->seed = 0x5eed;
 }
 
+void rlm_speculation_default(rlm_speculation* spec) {
+  if (!spec) return;
+  memset(spec, 0, sizeof *spec);
+  spec->struct_size = sizeof *spec;
+  spec->mode = RLM_SPEC_OFF;
+  spec->n_max = 0;
+  spec->p_min = 0.75f;
+  spec->draft = nullptr;
+  spec->ngram_min = 2;
+  spec->ngram_max = 4;
+}
+
+rlm_status rlm_session_set_speculation(rlm_session* session, const rlm_speculation* spec) {
+  RLM_SESSION_OR_RETURN(s, session);
+  return session_set_speculation(s, spec);
+}
+
+void rlm_spec_stats_default(rlm_spec_stats* stats) {
+  if (!stats) return;
+  memset(stats, 0, sizeof *stats);
+  stats->struct_size = sizeof *stats;
+}
+
+rlm_status rlm_session_spec_stats(const rlm_session* session, rlm_spec_stats* stats) {
+  RLM_CONST_SESSION_OR_RETURN(s, session);
+  if (!stats) return RLM_ERR_INVALID_ARGUMENT;
+  if (stats->struct_size != sizeof *stats) return RLM_ERR_STRUCT_SIZE;
+  *stats = s->spec.stats;
+  return RLM_OK;
+}
+
 rlm_status rlm_session_set_sampling(rlm_session* session, const rlm_sampling* sampling) {
   RLM_SESSION_OR_RETURN(s, session);
   if (!sampling) return RLM_ERR_INVALID_ARGUMENT;
@@ -298,7 +329,7 @@ rlm_status rlm_session_logits(const rlm_session* session, const float** logits, 
                   "rlm_session_eval or rlm_step)");
     return RLM_ERR_BAD_STATE;
   }
-  *logits = s->tf.logits;
+  *logits = session_logits(s);
   *n = s->model->hp.vocab_size;
   return RLM_OK;
 }

@@ -43,12 +43,30 @@ struct KvRing {
   void* k;                // (Σ_layers slots(layer), kv_dim) f32 or f16, rotated keys
   void* v;                // same shape
   int32_t* tokens;        // (geom[kKvGlobal].n_ctx) token held by each global slot
+  // Undo area of speculative positions (sessions with max_draft > 0): before a pass writes
+  // positions that may be rejected, the slots they overwrite are saved here, and restored when
+  // those positions are dropped, so a rejected position never costs a live one.
+  uint32_t undo_cap;      // positions the area holds (max_draft)
+  uint64_t undo_pos;      // first saved position
+  uint32_t undo_n;        // saved positions: [undo_pos, undo_pos + undo_n)
+  void* undo_k;           // (undo_cap, n_layers, kv_dim) dtype: the saved key rows
+  void* undo_v;           // same shape: the saved value rows
+  int32_t* undo_tokens;   // (undo_cap) the saved global-slot tokens
 };
 
 // `local` (n_layers flags, may be null) marks sliding-window layers with `local_slots` slots.
+// `undo_cap` positions of undo area (0: none).
 void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t n_ctx,
                     uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, rlm_kv_dtype dtype,
-                    KvRing* r);
+                    uint32_t undo_cap, KvRing* r);
+
+// Saves the slots positions [pos, pos + n) are about to overwrite (n <= undo_cap; n below every
+// layer kind's window, so the n slots are distinct). Slots that never held a position (before the
+// ring reaches them) are not read. Replaces what the area held.
+void kv_undo_save(KvRing* r, uint64_t pos, uint32_t n);
+// Drops saved positions >= `pos`: their slots get back what they held before kv_undo_save.
+// Positions below `pos` are kept (committed). Afterwards the area is empty.
+void kv_undo_restore(KvRing* r, uint64_t pos);
 
 inline uint32_t kv_slot(const KvGeom& g, uint64_t pos) {
   if (pos < g.n_sink) return static_cast<uint32_t>(pos);

@@ -21,7 +21,8 @@ constexpr uint64_t kMaxPosition = 0xfffffff0u;
 // Every buffer of a session, in one place. `s` may be a stack temporary in measure mode: only
 // sizes and (null) pointers are written to it then.
 void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, SessionImpl* s) {
-  transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, c.n_threads, &s->tf);
+  transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, c.n_threads, c.max_draft,
+                     &s->tf);
   matmul_backend_layout(a, m, c.xnnpack, &s->tf.mm);
   s->batch = static_cast<int32_t*>(a.alloc_2d(1, static_cast<uint64_t>(c.max_pending) + 1,
                                               sizeof(int32_t), kArenaAlignment));
@@ -34,6 +35,7 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   s->piece = a.alloc<char>(kMaxPieceBytes);
   s->tok_scratch_size = tokenize_scratch_bytes(m.root->tokenizer(), c.max_text_bytes);
   s->tok_scratch = a.alloc_bytes(s->tok_scratch_size, 1, kArenaAlignment);
+  spec_layout(a, c.max_draft, &s->spec);
 }
 
 bool is_stop_token(const SessionImpl* s, int32_t token) {
@@ -79,8 +81,78 @@ Status run_pending(SessionImpl* s, uint32_t* n_run, ErrorSink* err) {
   s->has_last = false;
   s->logits_ready = true;
   s->logits_valid = true;
+  s->logits_row = 0;
   *n_run = total;
   return RLM_OK;
+}
+
+// Ends the verification pass being consumed: draft positions from n_past on are dropped and the
+// ring slots they overwrote get their positions back. The logits row stays readable.
+void spec_end(SessionImpl* s) {
+  if (!s->spec.active) return;
+  kv_undo_restore(&s->tf.kv, s->n_past);
+  s->spec.active = false;
+}
+
+// Starts a verification pass when a drafter is set and the step would run only the last sampled
+// token: [last, d1..dn] run in one pass at n_past with the logits of every row. No drafts (the
+// drafter found none, or max_tokens leaves room for one token only): nothing happens and the step
+// runs plainly.
+Status verify_pass(SessionImpl* s, uint32_t* n_run, ErrorSink* err) {
+  SpecState& sp = s->spec;
+  uint32_t k = sp.n_cur;
+  if (s->max_tokens != 0) {
+    const uint32_t left = s->max_tokens > s->generated ? s->max_tokens - s->generated : 0;
+    if (left <= k) k = left > 0 ? left - 1 : 0;  // the pass yields up to k + 1 tokens
+  }
+  if (static_cast<uint64_t>(s->n_past) + k + 1 > kMaxPosition) k = 0;
+  if (k == 0) return RLM_OK;
+  const int32_t last = s->batch[0];
+  uint32_t n = 0;
+  RLM_RETURN_IF_ERROR(spec_propose(s, last, k, sp.tokens + 1, &n, err));
+  if (n == 0) return RLM_OK;
+  sp.tokens[0] = last;
+  const uint64_t p = s->n_past;
+  kv_undo_save(&s->tf.kv, p + 1, n);
+  forward(&s->tf, sp.tokens, n + 1, p, n + 1);
+  s->n_past = static_cast<uint32_t>(p + 1);
+  s->prev_token = last;
+  s->has_last = false;
+  s->logits_ready = true;
+  s->logits_valid = true;
+  s->logits_row = 0;
+  sp.active = true;
+  sp.row = 0;
+  sp.n = n;
+  ++sp.stats.verify_passes;
+  sp.stats.drafted += n;
+  *n_run = n + 1;
+  return RLM_OK;
+}
+
+// After the step sampled `token` from row sp.row of an active pass: keep the next draft position
+// when the token is that draft (its K/V is the token's), else end the pass. A token that stopped
+// the turn ends it too (plain decoding would not have run it).
+void spec_after_sample(SessionImpl* s, int32_t token, bool stopped) {
+  SpecState& sp = s->spec;
+  if (!stopped && sp.row < sp.n && token == sp.tokens[sp.row + 1]) {
+    ++s->n_past;
+    ++sp.row;
+    s->logits_row = sp.row;
+    s->has_last = false;
+    s->logits_ready = true;
+    ++sp.stats.accepted;
+    return;
+  }
+  const bool all = sp.row == sp.n;
+  spec_end(s);
+  if (stopped) return;
+  // Adapt: longer after a pass that accepted every draft, shorter after a rejection.
+  if (all) {
+    sp.n_cur = sp.n_cur + 2 < sp.n_max ? sp.n_cur + 2 : sp.n_max;
+  } else if (sp.n_cur > 1) {
+    --sp.n_cur;
+  }
 }
 
 }  // namespace
@@ -90,9 +162,12 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   // Sizes this library knows: the current struct, and the first release's (ending before
   // `backend`); fields past a caller's struct_size read as their defaults.
   constexpr size_t kV1Size = offsetof(rlm_session_config, backend);
-  RLM_CHECK(c->struct_size == sizeof(rlm_session_config) || c->struct_size == kV1Size,
-            RLM_ERR_STRUCT_SIZE, err, "rlm_session_config.struct_size %u, expected %zu (or %zu)",
-            c->struct_size, sizeof(rlm_session_config), kV1Size);
+  constexpr size_t kV2Size = offsetof(rlm_session_config, max_draft);
+  RLM_CHECK(c->struct_size == sizeof(rlm_session_config) || c->struct_size == kV1Size ||
+                c->struct_size == kV2Size,
+            RLM_ERR_STRUCT_SIZE, err,
+            "rlm_session_config.struct_size %u, expected %zu (or an older %zu or %zu)",
+            c->struct_size, sizeof(rlm_session_config), kV2Size, kV1Size);
   const char* backend = c->struct_size >= offsetof(rlm_session_config, backend) + sizeof(char*)
                             ? c->backend
                             : nullptr;
@@ -113,6 +188,9 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   k.max_stop_tokens = c->max_stop_tokens;
   k.penalty_window = c->penalty_window;
   k.max_logit_bias = c->max_logit_bias;
+  k.max_draft = c->struct_size >= offsetof(rlm_session_config, max_draft) + sizeof(uint32_t)
+                    ? c->max_draft
+                    : 0;
   RLM_CHECK(k.n_ctx >= 2 && k.n_ctx <= kMaxContext, RLM_ERR_INVALID_ARGUMENT, err,
             "n_ctx %u out of [2, %u]", k.n_ctx, kMaxContext);
   RLM_CHECK(k.n_sink < k.n_ctx, RLM_ERR_INVALID_ARGUMENT, err, "n_sink %u must be < n_ctx %u",
@@ -135,6 +213,16 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
             "penalty_window %u above %u", k.penalty_window, kMaxPenaltyWindow);
   RLM_CHECK(k.max_logit_bias <= m.hp.vocab_size, RLM_ERR_INVALID_ARGUMENT, err,
             "max_logit_bias %u above vocab size", k.max_logit_bias);
+  RLM_CHECK(k.max_draft <= kMaxDraft, RLM_ERR_INVALID_ARGUMENT, err, "max_draft %u above %u",
+            k.max_draft, kMaxDraft);
+  // Draft positions overwrite window slots (saved in the undo area): they must be distinct from
+  // each other and from the position before them.
+  RLM_CHECK(k.max_draft == 0 || k.max_draft < k.n_ctx - k.n_sink, RLM_ERR_INVALID_ARGUMENT, err,
+            "max_draft %u must be below the ring window n_ctx - n_sink = %u", k.max_draft,
+            k.n_ctx - k.n_sink);
+  RLM_CHECK(k.max_draft == 0 || !m.hp.has_local_layers || k.max_draft < m.hp.sliding_window,
+            RLM_ERR_INVALID_ARGUMENT, err, "max_draft %u must be below the sliding window %u",
+            k.max_draft, m.hp.sliding_window);
   k.kernels = kernels_select(cpu_features_detect(), c->kernels);
   RLM_CHECK(k.kernels != nullptr, RLM_ERR_UNSUPPORTED, err,
             "kernels '%s' are not available on this CPU / build", c->kernels ? c->kernels : "");
@@ -184,6 +272,7 @@ Status session_create(const ModelImpl& m, const SessionConfig& c, void* mem, siz
   RLM_RETURN_IF_ERROR(sampler_params_from_abi(&def, m.hp.vocab_size, c.penalty_window,
                                               c.max_logit_bias, &s->sp, &err));
   s->rng.seed(def.seed);
+  rlm_spec_stats_default(&s->spec.stats);
   session_reset(s);
   RLM_RETURN_IF_ERROR(matmul_backend_create(&s->tf.mm, &err));
   if (c.n_threads > 1 &&
@@ -229,7 +318,10 @@ void session_get_info(const SessionImpl* s, rlm_session_info* info) {
 }
 
 void session_reset(SessionImpl* s) {
+  spec_end(s);
+  spec_forget_from(&s->spec, 0);
   s->n_past = 0;
+  s->logits_row = 0;
   s->n_pending = 0;
   s->has_last = false;
   s->logits_ready = false;
@@ -252,6 +344,7 @@ Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool
   RLM_CHECK(need <= s->cfg.max_pending - s->n_pending, RLM_ERR_CAPACITY, &err,
             "%zu tokens do not fit: %u of max_pending %u already queued", need, s->n_pending,
             s->cfg.max_pending);
+  spec_end(s);
   int32_t* dst = s->batch + 1 + s->n_pending;
   if (with_bos) *dst++ = bos;
   if (n) memcpy(dst, tokens, n * sizeof(int32_t));
@@ -274,6 +367,7 @@ Status session_feed_text(SessionImpl* s, const char* text, size_t len, bool pars
   RLM_RETURN_IF_ERROR(tokenize_ex(s->tok, s->model->hp.vocab_size, text, len, flags, dst,
                                   s->cfg.max_pending - s->n_pending, &n, s->tok_scratch,
                                   s->tok_scratch_size, &err));
+  spec_end(s);
   for (size_t i = 0; i < n; ++i) history_push(s, dst[i]);
   s->n_pending += static_cast<uint32_t>(n);
   begin_turn(s);
@@ -293,12 +387,17 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   RLM_CHECK(s->logits_ready || s->has_last || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
             "nothing to run: feed a prompt first");
   uint32_t n_run = 0;
-  RLM_RETURN_IF_ERROR(run_pending(s, &n_run, &err));
+  if (!s->spec.active) {
+    if (s->spec.mode != RLM_SPEC_OFF && s->has_last && s->n_pending == 0 && !s->logits_ready) {
+      RLM_RETURN_IF_ERROR(verify_pass(s, &n_run, &err));
+    }
+    if (!s->spec.active) RLM_RETURN_IF_ERROR(run_pending(s, &n_run, &err));
+  }
 
   // Sample in place on the logits, then append. With no candidates the sampler has left the
   // logits raw: the state is that of rlm_session_eval (input run, logits ready), so a step with
   // other sampling parameters samples them without running the model again.
-  const int32_t token = sample(s->tf.logits, s->model->hp.vocab_size, s->sp, s->history,
+  const int32_t token = sample(session_logits(s), s->model->hp.vocab_size, s->sp, s->history,
                                s->n_history, &s->rng, &s->ss);
   RLM_CHECK(token >= 0, RLM_ERR_NO_CANDIDATES, &err,
             "no token can be sampled: every logit is -inf or NaN after logit bias and penalties "
@@ -336,6 +435,7 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
     }
   }
   s->turn_ended = r->stop != RLM_STOP_NONE;
+  if (s->spec.active) spec_after_sample(s, token, s->turn_ended);
   return RLM_OK;
 }
 
@@ -346,6 +446,8 @@ Status session_rewind(SessionImpl* s, uint32_t position) {
   RLM_CHECK(!kv_wrapped(s->tf.kv, s->n_past) || position == s->n_past, RLM_ERR_REWIND, &err,
             "the ring has wrapped (position %u > %u slots): earlier positions are overwritten",
             s->n_past, s->tf.kv.geom[kKvGlobal].n_ctx);
+  spec_end(s);
+  spec_forget_from(&s->spec, position);
   s->n_past = position;
   s->n_pending = 0;
   s->has_last = false;
@@ -362,6 +464,12 @@ Status session_rewind(SessionImpl* s, uint32_t position) {
   }
   begin_turn(s);
   return RLM_OK;
+}
+
+Status session_set_speculation(SessionImpl* s, const rlm_speculation* spec) {
+  ErrorSink err{s->error, sizeof s->error};
+  spec_end(s);
+  return spec_set(s, spec, &err);
 }
 
 Status session_set_sampling(SessionImpl* s, const rlm_sampling* p) {

@@ -9,6 +9,7 @@
 
 #include "model.h"
 #include "sampler.h"
+#include "speculation.h"
 #include "stop.h"
 #include "transformer.h"
 
@@ -26,6 +27,7 @@ struct SessionConfig {  // validated rlm_session_config
   uint32_t n_ctx, n_sink, n_threads, n_batch, max_pending, max_text_bytes;
   rlm_kv_dtype kv_dtype;
   uint32_t stop_string_bytes, max_stop_strings, max_stop_tokens, penalty_window, max_logit_bias;
+  uint32_t max_draft;          // speculative verification budget (0 = off)
   const KernelTable* kernels;  // chosen for this CPU (or forced by the caller)
   bool xnnpack;                // backend "xnnpack": f32 matrices on XNNPACK operators
 };
@@ -47,6 +49,7 @@ struct SessionImpl {
   bool logits_valid;             // tf.logits belong to position n_past - 1 (raw or, after a
                                  // step, the sampler's working values): rlm_session_logits
   int32_t prev_token;            // last token of the sequence (decode context), -1 at start
+  uint32_t logits_row;           // row of tf.logits holding them (> 0 only in a verification pass)
 
   // Turn.
   bool turn_ended;               // a stop fired; feed input to continue
@@ -73,8 +76,16 @@ struct SessionImpl {
   void* tok_scratch;             // tokenizer working memory for max_text_bytes of text
   size_t tok_scratch_size;
 
+  // Speculative decoding (cfg.max_draft > 0): the drafter and the pass being consumed.
+  SpecState spec;
+
   char error[256];
 };
+
+// The logits of position n_past - 1 (valid while logits_valid).
+inline float* session_logits(const SessionImpl* s) {
+  return s->tf.logits + static_cast<size_t>(s->logits_row) * s->model->hp.vocab_size;
+}
 
 Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c, SessionConfig* out,
                                ErrorSink* err);
@@ -103,6 +114,8 @@ Status session_eval(SessionImpl* s);
 Status session_step(SessionImpl* s, rlm_step_result* r);
 Status session_rewind(SessionImpl* s, uint32_t position);
 Status session_set_sampling(SessionImpl* s, const rlm_sampling* p);
+// rlm_session_set_speculation: ends a pass being consumed first.
+Status session_set_speculation(SessionImpl* s, const rlm_speculation* spec);
 
 }  // namespace ringlm::internal
 

@@ -207,7 +207,8 @@ void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, const floa
 
 void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
                         rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
-                        Transformer* t) {
+                        uint32_t max_draft, Transformer* t) {
+  if (n_batch < max_draft + 1) n_batch = max_draft + 1;
   t->hp = hp;
   t->n_batch = n_batch;
   t->n_threads = n_threads;
@@ -221,7 +222,7 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   const uint32_t local_slots =
       hp.has_local_layers && hp.sliding_window < n_ctx ? hp.sliding_window : n_ctx;
   kv_ring_layout(a, hp.n_layers, hp.layer_is_local, n_ctx, n_sink, local_slots, hp.kv_dim,
-                 kv_dtype, &t->kv);
+                 kv_dtype, max_draft, &t->kv);
   const uint32_t wide = hp.dim > hp.q_dim ? hp.dim : hp.q_dim;
   t->x = static_cast<float*>(a.alloc_2d(n_batch, hp.dim, sizeof(float), kArenaAlignment));
   t->xb = static_cast<float*>(a.alloc_2d(n_batch, wide, sizeof(float), kArenaAlignment));
@@ -242,7 +243,9 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->rope_cs_local =
       static_cast<float*>(a.alloc_2d(n_batch, hp.head_dim, sizeof(float), kArenaAlignment));
   t->rope_sink = a.alloc<float>(hp.head_dim);
-  t->logits = a.alloc<float>(hp.vocab_size);
+  t->n_logit_rows = 1 + max_draft;
+  t->logits = static_cast<float*>(
+      a.alloc_2d(t->n_logit_rows, hp.vocab_size, sizeof(float), kArenaAlignment));
 }
 
 void transformer_bind(const ModelImpl& m, Transformer* t) {
@@ -274,7 +277,8 @@ void transformer_bind(const ModelImpl& m, Transformer* t) {
   rope_table(t->rope_freq, hp.head_dim / 2, t->kv.geom[kKvGlobal].n_ctx - 1, t->rope_sink);
 }
 
-void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
+void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
+             uint32_t n_logits) {
   using R = MatRole;
   const Hparams& hp = t->hp;
   const KernelTable* k = t->k;
@@ -344,11 +348,15 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0) {
     for (size_t i = 0; i < nd; ++i) t->x[i] += t->xb2[i];
   }
 
-  // Logits of the last token only: generation never needs the others.
-  float* last = t->x + static_cast<size_t>(n - 1) * hp.dim;
-  rmsnorm_rows(k, t->xb, last, t->out_norm, 1, hp.dim, hp.norm_eps);
-  linear(mm, kMatOutput, t->xb, 1, t->logits);
-  if (hp.final_softcap > 0.0f) soft_cap(t->logits, hp.vocab_size, hp.final_softcap);
+  // Logits of the last n_logits tokens only (1 for prefill and plain decode; the draft rows too
+  // in a verification pass), in one output matmul that reads the matrix once for all rows.
+  float* last = t->x + static_cast<size_t>(n - n_logits) * hp.dim;
+  rmsnorm_rows(k, t->xb, last, t->out_norm, n_logits, hp.dim, hp.norm_eps);
+  linear(mm, kMatOutput, t->xb, n_logits, t->logits);
+  if (hp.final_softcap > 0.0f) {
+    soft_cap(t->logits, static_cast<uint32_t>(static_cast<size_t>(n_logits) * hp.vocab_size),
+             hp.final_softcap);
+  }
 }
 
 }  // namespace ringlm::internal

@@ -55,22 +55,28 @@ struct Transformer {
   float* rope_cs;           // (n_batch, head_dim): cos | sin tables of the batch's positions
   float* rope_cs_local;     // (n_batch, head_dim): the same for sliding-window layers
   float* rope_sink;         // (head_dim): cos | sin at n_ctx - 1, the sinks' query position
-  float* logits;            // (vocab)
+  float* logits;            // (n_logit_rows, vocab): the last rows' logits of a pass
+  uint32_t n_logit_rows;    // 1, or 1 + max_draft for speculative verification
 };
 
 // Reserves every buffer from `a` (measure mode allowed) and fills sizes; weights are resolved
 // separately by transformer_bind (needs real memory). A backend's operators are the matmul
 // layer's (matmul_backend_layout / _create / _release on `mm`).
+// `max_draft` > 0 adds the speculative parts: logits of 1 + max_draft rows and the KV undo area
+// (the batch must be at least 1 + max_draft: the caller's n_batch is raised to it).
 void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
                         rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
-                        Transformer* t);
+                        uint32_t max_draft, Transformer* t);
 
 // Resolves the weight views of a verified model (init only; never fails after model_open).
 void transformer_bind(const ModelImpl& m, Transformer* t);
 
 // Runs tokens[0..n) at positions pos0.. (n <= n_batch, tokens in range — checked by the caller),
-// writing K/V into the ring and the last token's logits into t->logits.
-void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0);
+// writing K/V into the ring and the logits of the last n_logits tokens (1 <= n_logits <=
+// min(n, n_logit_rows)) into t->logits, row i for token n - n_logits + i. Each row equals what a
+// one-token pass at that position computes (every kernel computes rows independently).
+void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
+             uint32_t n_logits = 1);
 
 }  // namespace ringlm::internal
 

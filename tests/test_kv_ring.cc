@@ -57,14 +57,14 @@ TEST(KvRing, LayoutOffsetsAndWrapPerLayerKind) {
   const uint32_t kv_dim = 3;
   Arena measure(nullptr, 0);
   KvRing m{};
-  kv_ring_layout(measure, 4, local, 10, 2, 4, kv_dim, RLM_KV_F16, &m);
+  kv_ring_layout(measure, 4, local, 10, 2, 4, kv_dim, RLM_KV_F16, 0, &m);
   ASSERT_TRUE(measure.ok());
   std::vector<uint64_t> storage(measure.used() / 8 + 16);
   uint8_t* base = reinterpret_cast<uint8_t*>(storage.data());
   base += (kArenaAlignment - reinterpret_cast<uintptr_t>(base) % kArenaAlignment) % kArenaAlignment;
   Arena carve(base, measure.used());
   KvRing r{};
-  kv_ring_layout(carve, 4, local, 10, 2, 4, kv_dim, RLM_KV_F16, &r);
+  kv_ring_layout(carve, 4, local, 10, 2, 4, kv_dim, RLM_KV_F16, 0, &r);
   ASSERT_TRUE(carve.ok());
   EXPECT_EQ(carve.used(), measure.used());
   EXPECT_EQ(r.geom[kKvGlobal].window, 8u);
@@ -85,7 +85,7 @@ TEST(KvRing, LayoutOffsetsAndWrapPerLayerKind) {
   KvRing g{};
   uint8_t kinds[2];
   uint64_t offs[2];
-  kv_ring_layout(m2, 2, nullptr, 10, 2, 4, kv_dim, RLM_KV_F32, &g);
+  kv_ring_layout(m2, 2, nullptr, 10, 2, 4, kv_dim, RLM_KV_F32, 0, &g);
   g.layer_kind = kinds;
   g.layer_off = offs;
   kinds[0] = kinds[1] = kKvGlobal;

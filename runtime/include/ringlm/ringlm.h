@@ -150,6 +150,13 @@ typedef struct rlm_session_config {
                                  "xnnpack" config of a process initialises XNNPACK, whose CPU
                                  detection (cpuinfo) allocates once with malloc; a process using
                                  this backend must not call xnn_initialize itself. */
+  /* Added with speculative decoding: a struct_size that ends before `max_draft` means 0. */
+  uint32_t max_draft;         /* most draft tokens one verification pass checks (default 0 =
+                                 speculation off, no memory). The session then keeps the logits of
+                                 1 + max_draft positions and an undo area of max_draft positions
+                                 per layer, so a rejected draft never evicts a position the ring
+                                 would otherwise hold. Must be < n_ctx - n_sink (and < the
+                                 sliding window of models that have one); at most 64. */
 } rlm_session_config;
 
 RLM_API void rlm_session_config_default(rlm_session_config* config);
@@ -350,6 +357,66 @@ RLM_API uint32_t rlm_session_position(const rlm_session* session);
  * KV prefix. Allowed for any position <= the current one while the ring has not wrapped;
  * after a wrap, RLM_ERR_REWIND. */
 RLM_API rlm_status rlm_session_rewind(rlm_session* session, uint32_t position);
+
+/* ---------------------------------------------------------------------------------------------
+ * Speculative decoding
+ *
+ * A drafter proposes up to n tokens after the last sampled one; rlm_step runs [last, d1..dn] in
+ * one batched pass (the weights are read once for all rows) and keeps the logits of every row.
+ * It then samples row 0 exactly as a plain step would, and while the sampled token equals the
+ * next draft, the following rlm_step calls sample the next rows without running the model
+ * (n_evaluated = 0). The first token that differs from the draft (or the token after the last
+ * draft) ends the pass; draft positions past it are dropped from the cache and the ring slots
+ * they had overwritten are restored. Every token is sampled by the same code, from the same
+ * logits, history, RNG state and stops as plain decoding would use, so the output is identical
+ * token for token to decoding without speculation, greedy or seeded sampling alike; only the
+ * speed differs. Stops (end tokens, stop strings, max tokens) apply token by token: nothing
+ * after a stop is released and the cache ends at the stop.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum rlm_spec_mode {
+  RLM_SPEC_OFF = 0,
+  RLM_SPEC_DRAFT_MODEL = 1, /* a second session on a smaller model with the same vocabulary */
+  RLM_SPEC_LOOKUP = 2       /* prompt lookup: the continuation of the latest earlier occurrence
+                               of the last n tokens in the session's own history (prompt and
+                               output: the positions the ring holds); no second model */
+} rlm_spec_mode;
+
+typedef struct rlm_speculation {
+  uint32_t struct_size;
+  rlm_spec_mode mode;    /* default RLM_SPEC_OFF */
+  uint32_t n_max;        /* most draft tokens per pass; 0 = the session's max_draft (default 0).
+                            The length adapts: shorter after a rejection, longer (up to n_max)
+                            after a pass that accepted every draft. */
+  float p_min;           /* draft model: stop drafting when its top probability falls below
+                            (default 0.75) */
+  rlm_session* draft;    /* draft model session (borrowed; caller memory and thread count of its
+                            own). While set, this session drives it: do not use it directly.
+                            Its model must have the same vocabulary (size and every piece), and
+                            its config max_draft >= n_max - 1 (its own undo area). */
+  uint32_t ngram_min;    /* lookup: shortest suffix matched (default 2) */
+  uint32_t ngram_max;    /* lookup: longest suffix matched, tried first (default 4; max 16) */
+} rlm_speculation;
+
+RLM_API void rlm_speculation_default(rlm_speculation* spec);
+
+/* Sets (or with NULL / mode RLM_SPEC_OFF clears) the session's drafter. RLM_ERR_UNSUPPORTED when
+ * the session was configured with max_draft 0; RLM_ERR_INVALID_ARGUMENT for a draft session
+ * whose vocabulary differs (the message says what differs), that is this session itself or has
+ * too small a max_draft, or for out-of-range numbers. Resets the statistics. */
+RLM_API rlm_status rlm_session_set_speculation(rlm_session* session, const rlm_speculation* spec);
+
+typedef struct rlm_spec_stats {
+  uint32_t struct_size;
+  uint64_t verify_passes;  /* passes of the target that checked at least one draft */
+  uint64_t drafted;        /* draft tokens proposed (and run) */
+  uint64_t accepted;       /* draft tokens that matched the sampled token */
+  uint64_t draft_passes;   /* forward passes of the draft model */
+} rlm_spec_stats;
+
+RLM_API void rlm_spec_stats_default(rlm_spec_stats* stats);
+/* Counters since the last rlm_session_set_speculation (or init). */
+RLM_API rlm_status rlm_session_spec_stats(const rlm_session* session, rlm_spec_stats* stats);
 
 /* ---------------------------------------------------------------------------------------------
  * Tokenizer
