@@ -37,6 +37,15 @@ struct WeightView {
   bool present() const;              // data != nullptr (out of line: kernels.cc)
 };
 
+// A matmul's `n` may carry this bit: compute every token row bit for bit as a one-token call
+// (n == 1) computes it. Speculative verification needs it (each row of a verification pass must
+// equal plain decode, or greedy output could flip at a near-tie); prefill tiles, whose float
+// sums are ordered differently, are free of it. The kernels then walk row blocks of
+// kExactRowBlock rows token by token through their decode path, so a block's weights come from
+// memory once and from cache for the other tokens.
+constexpr uint32_t kMatmulExactRows = 0x80000000u;
+constexpr uint32_t kExactRowBlock = 32;  // a multiple of every decode row tile (4, 8)
+
 // Activations quantized for Q8/Q4 matmuls.
 struct QuantActs {
   const int8_t* qs;     // (n, stride) int8, zero past the logical cols

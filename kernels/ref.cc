@@ -13,6 +13,7 @@ namespace {
 template <bool F16>
 void matmul_float_ref(const WeightView& w, const float* x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
+  n &= ~kMatmulExactRows;  // every row is computed on its own anyway
   for (uint32_t t = 0; t < n; ++t) {
     const float* xt = x + static_cast<size_t>(t) * w.cols;
     float* yt = y + static_cast<size_t>(t) * w.rows;
@@ -33,6 +34,7 @@ void matmul_float_ref(const WeightView& w, const float* x, uint32_t n, float* y,
 template <bool Q4>
 void matmul_quant_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
+  n &= ~kMatmulExactRows;  // every row is computed on its own anyway
   const uint8_t* W = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = Q4 ? w.row_stride / 2 : w.row_stride;
   const uint32_t groups = w.row_stride / kQuantGroup;

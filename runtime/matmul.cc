@@ -91,12 +91,22 @@ void run_job(void* ctx, uint32_t part, uint32_t n_parts, uint32_t /*slot*/) {
   const RunJob* j = static_cast<const RunJob*>(ctx);
   for (uint32_t i = 0; i < j->count; ++i) {
     if (j->ops[i]) {
+      if (j->mm->exact_rows) {
+        // Row by row through the operator: XNNPACK promises nothing about rows of a batch.
+        const WeightView& w = *j->w[i];
+        for (uint32_t t = 0; t < j->n; ++t) {
+          matmul_xnnpack_run(j->mm->xnn, j->ops[i], w.rows, j->x + static_cast<size_t>(t) * w.cols,
+                             1, j->y[i] + static_cast<size_t>(t) * w.rows, part, n_parts);
+        }
+        continue;
+      }
       matmul_xnnpack_run(j->mm->xnn, j->ops[i], j->w[i]->rows, j->x, j->n, j->y[i], part, n_parts);
       continue;
     }
     uint32_t r0, r1;
     thread_share(j->w[i]->rows, kRowBlock, part, n_parts, &r0, &r1);
-    linear_rows(j->mm->k, *j->w[i], j->x, j->qa, j->n, j->y[i], r0, r1);
+    const uint32_t n = j->mm->exact_rows && j->n > 1 ? j->n | kMatmulExactRows : j->n;
+    linear_rows(j->mm->k, *j->w[i], j->x, j->qa, n, j->y[i], r0, r1);
   }
 }
 

@@ -71,6 +71,8 @@ struct Matmuls {
   float* xqs;               // (n_batch, act_stride / 32) their scales
   uint32_t act_stride;      // padded max(cols) of every matrix
   MatmulXnnpack xnn;        // zero unless the session's backend is "xnnpack"
+  bool exact_rows;          // runs compute each row exactly as a one-row run (kMatmulExactRows):
+                            // set by forward for a speculative verification pass
 };
 
 // Reserves the slot table and the quantized-activation scratch for runs of up to n_batch rows

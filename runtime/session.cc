@@ -94,6 +94,20 @@ void spec_end(SessionImpl* s) {
   s->spec.active = false;
 }
 
+// "Runs" the last sampled token of an active pass: its K/V is in the ring, its logits are the
+// next row. What run_pending does for it, without the model.
+bool spec_take_row(SessionImpl* s) {
+  if (!s->spec.active || !s->has_last || s->n_pending > 0) return false;
+  ++s->n_past;
+  ++s->spec.row;
+  s->logits_row = s->spec.row;
+  s->prev_token = s->batch[0];
+  s->has_last = false;
+  s->logits_ready = true;
+  s->logits_valid = true;
+  return true;
+}
+
 // Starts a verification pass when a drafter is set and the step would run only the last sampled
 // token: [last, d1..dn] run in one pass at n_past with the logits of every row. No drafts (the
 // drafter found none, or max_tokens leaves room for one token only): nothing happens and the step
@@ -130,17 +144,14 @@ Status verify_pass(SessionImpl* s, uint32_t* n_run, ErrorSink* err) {
   return RLM_OK;
 }
 
-// After the step sampled `token` from row sp.row of an active pass: keep the next draft position
-// when the token is that draft (its K/V is the token's), else end the pass. A token that stopped
-// the turn ends it too (plain decoding would not have run it).
+// After the step sampled `token` from row sp.row of an active pass: when the token is the next
+// draft, the pass goes on (its K/V at n_past and the logits of row + 1 are the token's); the
+// session's state stays exactly the plain one (the token is the last sampled, not yet run, at
+// position n_past), and spec_take_row uses the row instead of running the model. Else the pass
+// ends. A token that stopped the turn ends it too (plain decoding would not have run it).
 void spec_after_sample(SessionImpl* s, int32_t token, bool stopped) {
   SpecState& sp = s->spec;
   if (!stopped && sp.row < sp.n && token == sp.tokens[sp.row + 1]) {
-    ++s->n_past;
-    ++sp.row;
-    s->logits_row = sp.row;
-    s->has_last = false;
-    s->logits_ready = true;
     ++sp.stats.accepted;
     return;
   }
@@ -376,6 +387,7 @@ Status session_feed_text(SessionImpl* s, const char* text, size_t len, bool pars
 
 Status session_eval(SessionImpl* s) {
   ErrorSink err{s->error, sizeof s->error};
+  if (spec_take_row(s)) return RLM_OK;
   uint32_t n_run = 0;
   return run_pending(s, &n_run, &err);
 }
@@ -387,7 +399,7 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   RLM_CHECK(s->logits_ready || s->has_last || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
             "nothing to run: feed a prompt first");
   uint32_t n_run = 0;
-  if (!s->spec.active) {
+  if (!spec_take_row(s)) {
     if (s->spec.mode != RLM_SPEC_OFF && s->has_last && s->n_pending == 0 && !s->logits_ready) {
       RLM_RETURN_IF_ERROR(verify_pass(s, &n_run, &err));
     }

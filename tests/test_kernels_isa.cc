@@ -276,7 +276,70 @@ void test_float_matmul(const KernelTable* k, const KernelTable* ref, bool f16) {
   }
 }
 
+// kMatmulExactRows: each token row of an n-row call equals, bit for bit, a one-row call on that
+// token (what speculative verification relies on), over row ranges that start where the matmul
+// layer's thread parts do (multiples of 16) and cross the 32-row blocks.
+void test_exact_rows(const KernelTable* k, WeightType type) {
+  std::mt19937 rng(77 + static_cast<int>(type));
+  const uint32_t rows_list[] = {37, 70, 133};
+  const uint32_t cols_list[] = {64, 576, 1000};
+  const uint32_t n_list[] = {2, 5, 9};
+  int i = 0;
+  for (uint32_t rows : rows_list) {
+    for (uint32_t cols : cols_list) {
+      const uint32_t n = n_list[(i++) % 3];
+      WeightView v;
+      std::vector<float> wf, x = normal(rng, size_t{n} * cols, 1.0f);
+      std::vector<uint16_t> wh;
+      const bool quant = type == WeightType::Q8 || type == WeightType::Q4;
+      QuantCase qc(rng, quant ? type : WeightType::Q8, rows, cols, n);
+      if (quant) {
+        v = qc.view();
+      } else {
+        wf = normal(rng, size_t{rows} * cols, 0.1f);
+        wh.resize(wf.size());
+        for (size_t j = 0; j < wf.size(); ++j) wh[j] = f32_to_fp16(wf[j]);
+        v.data = type == WeightType::F16 ? static_cast<const void*>(wh.data()) : wf.data();
+        v.type = type;
+        v.rows = rows;
+        v.cols = cols;
+        v.row_stride = cols;
+      }
+      auto run = [&](uint32_t tok0, uint32_t count, float* y, uint32_t r0, uint32_t r1) {
+        if (quant) {
+          const QuantActs qa{qc.xq.data() + size_t{tok0} * qc.stride,
+                             qc.xs.data() + size_t{tok0} * qc.stride / 32, qc.stride};
+          (type == WeightType::Q8 ? k->matmul_q8 : k->matmul_q4)(v, qa, count, y, r0, r1);
+        } else {
+          (type == WeightType::F16 ? k->matmul_f16 : k->matmul_f32)(
+              v, x.data() + size_t{tok0} * cols, count, y, r0, r1);
+        }
+      };
+      for (uint32_t r0 : {0u, 16u}) {
+        std::vector<float> y(size_t{n} * rows, kSentinel), y1(rows, kSentinel);
+        run(0, n | kMatmulExactRows, y.data(), r0, rows);
+        check_rows_untouched(y, rows, n, r0, rows, "exact rows");
+        for (uint32_t t = 0; t < n; ++t) {
+          run(t, 1, y1.data(), r0, rows);
+          ASSERT_EQ(memcmp(y.data() + size_t{t} * rows + r0, y1.data() + r0,
+                           (rows - r0) * sizeof(float)),
+                    0)
+              << "rows " << rows << " cols " << cols << " n " << n << " token " << t << " r0 "
+              << r0;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+TEST_P(KernelsIsa, MatmulExactRowsEqualOneRowCalls) {
+  for (WeightType t : {WeightType::Q8, WeightType::Q4, WeightType::F32, WeightType::F16}) {
+    SCOPED_TRACE(static_cast<int>(t));
+    test_exact_rows(k_, t);
+  }
+}
 
 TEST_P(KernelsIsa, MatmulQ8) { test_quant_matmul(k_, ref_, WeightType::Q8); }
 TEST_P(KernelsIsa, MatmulQ4) { test_quant_matmul(k_, ref_, WeightType::Q4); }

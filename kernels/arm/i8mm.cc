@@ -111,16 +111,16 @@ struct MmlaMat : QuantMat {
 
 }  // namespace
 
-// Decode (n = 1) is the dotprod kernels'.
+// Decode (n = 1) is the dotprod kernels', and so are exact rows (kMatmulExactRows).
 void matmul_q8_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
-  if (n == 1) return matmul_q8_dotprod(w, x, n, y, r0, r1);
+  if (n == 1 || (n & kMatmulExactRows)) return matmul_q8_dotprod(w, x, n, y, r0, r1);
   quant_matmul<4, 4, 2, MmlaMat<false>>(w, x, n, y, r0, r1);
 }
 
 void matmul_q4_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
-  if (n == 1) return matmul_q4_dotprod(w, x, n, y, r0, r1);
+  if (n == 1 || (n & kMatmulExactRows)) return matmul_q4_dotprod(w, x, n, y, r0, r1);
   quant_matmul<4, 4, 2, MmlaMat<true>>(w, x, n, y, r0, r1);
 }
 

@@ -221,6 +221,18 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
                       uint32_t r1) {
   const VnniQ8 m = quant_mat<VnniQ8>(w, x, y);
   if (n == 1 && q8_decode_rows(m, r0, r1)) return;
+  if ((n & kMatmulExactRows) && (m.groups + 1) / 2 <= kMaxDecodePairs) {
+    // Decode here is q8_decode_rows: the same, on token t's operands.
+    exact_rows(n & ~kMatmulExactRows, r0, r1, [&m](uint32_t t, uint32_t b, uint32_t e) {
+      VnniQ8 mt = m;
+      const size_t xs_stride = m.x_stride / kQuantGroup;
+      mt.X = m.X + t * m.x_stride;
+      mt.XS = m.XS + t * xs_stride;
+      mt.Y = m.Y + t * m.y_stride;
+      q8_decode_rows(mt, b, e);
+    });
+    return;
+  }
   drive<4, 4, 4>(m, n, r0, r1);
 }
 
