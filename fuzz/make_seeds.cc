@@ -570,6 +570,34 @@ void session_seeds() {
   }
 }
 
+// fuzz_speculative input: [model][draft model][mode][max_draft][n_ctx][seed][greedy], then
+// (opcode % 12, argument) pairs.
+void speculative_seeds() {
+  for (int mode = 0; mode < 3; ++mode) {
+    std::string s;
+    for (uint8_t b : {static_cast<uint8_t>(mode), static_cast<uint8_t>(2 - mode),
+                      static_cast<uint8_t>(mode == 2 ? 0x13 : mode + 9), uint8_t{200}, uint8_t{20},
+                      uint8_t{7}, static_cast<uint8_t>(mode == 1)})
+      s += static_cast<char>(b);
+    const uint8_t program[][2] = {{0, 11}, {9, 0},  {3, 19}, {3, 19}, {8, 3},  {0, 5},  {3, 19},
+                                  {5, 3},  {2, 0},  {7, 40}, {3, 19}, {10, 0}, {11, 9}, {0, 9},
+                                  {3, 19}, {4, 0},  {6, 0},  {0, 11}, {3, 19}, {9, 7},  {3, 19},
+                                  {0, 10}, {3, 19}, {3, 19}};
+    for (const auto& op : program) {
+      s += static_cast<char>(op[0]);
+      s += static_cast<char>(op[1]);
+    }
+    seed("speculative", "program-" + std::to_string(mode), s);
+  }
+  std::mt19937 rng(1414);
+  for (int i = 0; i < 16; ++i) {
+    std::string s;
+    const size_t n = 16 + rng() % 160;
+    for (size_t k = 0; k < n; ++k) s += static_cast<char>(rng() & 0xFF);
+    seed("speculative", "random-" + std::to_string(i), s);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -593,6 +621,7 @@ int main(int argc, char** argv) {
   tokenizer_files_seeds(sp, bpe, shared);
   stop_seeds();
   session_seeds();
+  speculative_seeds();
   fprintf(stderr, "make_seeds: %d seeds in %s (shared data: %s)\n", g_count, g_out.c_str(),
           shared.empty() ? "absent" : shared.c_str());
   return 0;
