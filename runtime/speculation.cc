@@ -20,7 +20,7 @@ int32_t token_at(const KvRing& kv, uint64_t pos) {
 }
 
 // Prompt lookup: the latest earlier occurrence of the sequence's last n tokens (n from ngram_max
-// down to ngram_min), and what followed it. The sequence is the ring's tokens [lo, p) + last.
+// down to ngram_min), and the max_n tokens that followed it. The sequence is the ring's tokens [lo, p) + last.
 uint32_t propose_lookup(const SessionImpl* s, int32_t last, uint32_t max_n, int32_t* out) {
   const SpecState& sp = s->spec;
   const KvRing& kv = s->tf.kv;
@@ -36,8 +36,12 @@ uint32_t propose_lookup(const SessionImpl* s, int32_t last, uint32_t max_n, int3
       uint32_t i = 0;
       while (i < n && seq(start + i) == seq(key + i)) ++i;
       if (i == n) {
+        // What followed; a match that overlaps the suffix (a repeating pattern) continues into
+        // the tokens proposed so far, as a copy with overlap does.
         uint32_t m = 0;
-        for (uint64_t q = start + n; q <= p && m < max_n; ++q) out[m++] = seq(q);
+        for (uint64_t q = start + n; m < max_n; ++q, ++m) {
+          out[m] = q <= p ? seq(q) : out[q - p - 1];
+        }
         return m;
       }
       if (start == lo) break;

@@ -420,3 +420,42 @@ TEST(CliFlags, TokenizeLlama3SpecialsAreOptional) {
 }
 
 }  // namespace
+
+// Speculative flags (#14): --lookup / --draft generate the same tokens as plain decoding
+// (--compare-plain checks it and exits 1 otherwise); a draft model of another vocabulary, both
+// drafters at once and bad knob values are refused with a message.
+TEST_F(ByteLevelModel, GenerateSpeculativeFlags) {
+  const std::string base = ringlm_bin() + " generate -m " + sq(path_) +
+                           " -p 'abcabcabcabcabc' -n 40 --temp 0 --ignore-eos --ctx 32 ";
+  std::string out;
+  ASSERT_EQ(run_command(base + "--lookup --lookup-ngram 1:3 --draft-max 5 --compare-plain 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("spec lookup:"), std::string::npos) << out;
+  EXPECT_NE(out.find("tokens identical"), std::string::npos) << out;
+  ASSERT_EQ(run_command(base + "--draft " + sq(path_) + " --draft-max 3 --draft-p-min 0 "
+                                                         "--compare-plain 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("spec draft:"), std::string::npos) << out;
+  EXPECT_NE(out.find("tokens identical"), std::string::npos) << out;
+  EXPECT_EQ(run_command(base + "--lookup --draft " + sq(path_) + " 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find("exclude each other"), std::string::npos) << out;
+  EXPECT_EQ(run_command(base + "--draft-max 0 2>&1", &out), 2) << out;
+  EXPECT_EQ(run_command(base + "--lookup-ngram 3:2 2>&1", &out), 2) << out;
+  EXPECT_EQ(run_command(base + "--compare-plain 2>&1", &out), 2) << out;
+  const std::string stories = shared_path("models/stories260K/stories260K.bin");
+  const std::string tok = shared_path("models/stories260K/tok512.bin");
+  if (!stories.empty() && !tok.empty()) {
+    const std::string other = dir_ + "/s260.rlm";
+    ASSERT_EQ(run_command(ringlm_bin() + " convert " + sq(stories) + " --tokenizer " + sq(tok) +
+                              " -o " + sq(other) + " 2>&1",
+                          &out),
+              0)
+        << out;
+    EXPECT_EQ(run_command(base + "--draft " + sq(other) + " 2>&1", &out), 1) << out;
+    EXPECT_NE(out.find("vocabulary differs"), std::string::npos) << out;
+  }
+}

@@ -10,6 +10,7 @@
 
 #include "convert/chat_template.h"
 #include "cli_common.h"
+#include "speculation_flags.h"
 #include "commands.h"
 #include "mapped_file.h"
 #include "ringlm/ringlm.h"
@@ -183,11 +184,14 @@ int cmd_chat(int argc, char** argv) {
   std::string model_path, system, tmpl_name;
   uint32_t n_predict = 512, max_prompt = 0;
   bool stats = false;
+  SpecFlags spec;
   SessionFlags flags;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     bool handled = false;
     if (!parse_session_flag("chat", argc, argv, &i, &flags, &handled)) return 2;
+    if (handled) continue;
+    if (!parse_spec_flag("chat", argc, argv, &i, &spec, &handled)) return 2;
     if (handled) continue;
     auto value = [&](std::string* out) {
       if (i + 1 >= argc) {
@@ -199,7 +203,7 @@ int cmd_chat(int argc, char** argv) {
     };
     std::string v;
     if (a == "-h" || a == "--help") {
-      printf("%s%s", kUsage, kSessionFlagsHelp);
+      printf("%s%s%s", kUsage, kSessionFlagsHelp, kSpecFlagsHelp);
       return 0;
     } else if (a == "-m" || a == "--model") {
       if (!value(&model_path)) return 2;
@@ -228,6 +232,8 @@ int cmd_chat(int argc, char** argv) {
     fprintf(stderr, "ringlm chat: need -m MODEL\n%s", kUsage);
     return 2;
   }
+  if (!spec_flags_check("chat", spec)) return 2;
+  if (spec.any()) flags.config.max_draft = spec.draft_max;
   finish_session_flags(&flags);
 
   MappedFile file;
@@ -276,6 +282,8 @@ int cmd_chat(int argc, char** argv) {
   CliSession session;
   if (!session.open("chat", &model, flags.config, nullptr)) return 1;
   rlm_session* s = session.get();
+  CliDrafter drafter;
+  if (spec.any() && !drafter.start("chat", spec, s, flags.config)) return 1;
   int rc = 0;
   if ((st = rlm_session_set_sampling(s, &flags.sampling)) != RLM_OK) {  // a bad flag value
     fprintf(stderr, "ringlm chat: sampling: %s: %s\n", rlm_status_string(st), rlm_session_error(s));

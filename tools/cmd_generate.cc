@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "mapped_file.h"
 #include "ringlm/ringlm.h"
+#include "speculation_flags.h"
 #include "ringlm/ringlm.hpp"
 
 namespace {
@@ -33,6 +34,9 @@ const char kUsage[] =
     "      --stop STR          stop string (repeatable); never printed\n"
     "      --ignore-eos        keep generating past the model's end tokens\n"
     "      --print-ids         print generated token ids (space-separated) instead of text\n"
+    "      --compare-plain     with --draft / --lookup: generate again without speculation\n"
+    "                          (not printed) and report its decode speed, the speed-up and\n"
+    "                          whether the tokens are identical\n"
     "  -h, --help              this help\n";
 
 const char* stop_name(rlm_stop_reason r) {
@@ -75,6 +79,8 @@ int cmd_generate(int argc, char** argv) {
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stops;
   uint32_t n_predict = 256;
+  SpecFlags spec;
+  bool compare_plain = false;
   SessionFlags flags;
   rlm_sampling& sp = flags.sampling;
   rlm_session_config& cfg = flags.config;
@@ -83,6 +89,8 @@ int cmd_generate(int argc, char** argv) {
     const std::string a = argv[i];
     bool handled = false;
     if (!parse_session_flag("generate", argc, argv, &i, &flags, &handled)) return 2;
+    if (handled) continue;
+    if (!parse_spec_flag("generate", argc, argv, &i, &spec, &handled)) return 2;
     if (handled) continue;
     auto need = [&](const char* name) -> const char* {
       if (i + 1 >= argc) {
@@ -94,7 +102,7 @@ int cmd_generate(int argc, char** argv) {
     const char* v = nullptr;
     bool ok = true;
     if (a == "-h" || a == "--help") {
-      printf("%s%s", kUsage, kSessionFlagsHelp);
+      printf("%s%s%s", kUsage, kSessionFlagsHelp, kSpecFlagsHelp);
       return 0;
     } else if (a == "-m" || a == "--model") {
       if (!(v = need("-m"))) return 2;
@@ -125,6 +133,8 @@ int cmd_generate(int argc, char** argv) {
       ignore_eos = true;
     } else if (a == "--print-ids") {
       print_ids = true;
+    } else if (a == "--compare-plain") {
+      compare_plain = true;
     } else {
       fprintf(stderr, "ringlm generate: unknown option '%s'\n%s", a.c_str(), kUsage);
       return 2;
@@ -140,6 +150,12 @@ int cmd_generate(int argc, char** argv) {
             kUsage);
     return 2;
   }
+  if (!spec_flags_check("generate", spec)) return 2;
+  if (compare_plain && !spec.any()) {
+    fprintf(stderr, "ringlm generate: --compare-plain needs --draft or --lookup\n");
+    return 2;
+  }
+  if (spec.any()) cfg.max_draft = spec.draft_max;
   finish_session_flags(&flags);
   std::string err;
   if (!prompt_file.empty() && !read_text_input(prompt_file, kMaxTextFileBytes, &prompt, &err)) {
@@ -190,74 +206,115 @@ int cmd_generate(int argc, char** argv) {
   }
   if (prompt_ids.size() > cfg.max_pending) cfg.max_pending = static_cast<uint32_t>(prompt_ids.size());
 
-  ringlm::Result<ringlm::MemoryRequirement> need = ringlm::Session::memory_required(*model, cfg);
-  if (!need) {
-    char why[256];
-    rlm_session_config_check(model->get(), &cfg, why, sizeof why);
-    return fail("session config", need.code(), why);
-  }
-  const size_t bytes = need->bytes;
-  // The tool owns the session memory; the runtime only borrows it.
-  ringlm::AlignedMemory mem(need->alignment, bytes);
-  if (!mem) {
-    fprintf(stderr, "ringlm generate: cannot allocate %zu bytes\n", bytes);
-    return 1;
-  }
-  ringlm::Result<ringlm::Session> session =
-      ringlm::Session::create(*model, mem.data(), bytes, cfg);
-  if (!session) return fail("session", session.code(), "");
-  ringlm::Session& s = *session;
-  ringlm::Status st = s.set_sampling(sp);
-  if (!st) return fail("sampling", st.code(), st.message());
-  for (const std::string& stop : stops) {
-    if (!(st = s.add_stop_string(stop))) return fail("stop string", st.code(), st.message());
-  }
-  (void)s.set_max_tokens(n_predict);
-  (void)s.set_ignore_eos(ignore_eos);
-  st = have_prompt ? s.feed(prompt, feed_flags)
-                   : s.feed_tokens(prompt_ids.data(), prompt_ids.size());
-  if (!st) return fail("prompt", st.code(), st.message());
+  // One generation: a session of `c` in tool-owned memory, the prompt, steps to a stop. With
+  // `emit` the text (or ids) goes to stdout and the stats line to stderr; --compare-plain runs
+  // it a second time, quietly, without speculation.
+  struct RunResult {
+    std::vector<int32_t> tokens;
+    uint32_t n_prompt = 0, n_decode = 0, decode_passes = 0;
+    double t_prefill = 0, t_decode = 0;
+    size_t bytes = 0;
+    rlm_stop_reason stop = RLM_STOP_NONE;
+    std::string spec_stats;
+  };
+  auto run = [&](const rlm_session_config& c, bool speculate, bool emit, RunResult* out) -> int {
+    ringlm::Result<ringlm::MemoryRequirement> need = ringlm::Session::memory_required(*model, c);
+    if (!need) {
+      char why[256];
+      rlm_session_config_check(model->get(), &c, why, sizeof why);
+      return fail("session config", need.code(), why);
+    }
+    const size_t bytes = need->bytes;
+    // The tool owns the session memory; the runtime only borrows it.
+    ringlm::AlignedMemory mem(need->alignment, bytes);
+    if (!mem) {
+      fprintf(stderr, "ringlm generate: cannot allocate %zu bytes\n", bytes);
+      return 1;
+    }
+    ringlm::Result<ringlm::Session> session =
+        ringlm::Session::create(*model, mem.data(), bytes, c);
+    if (!session) return fail("session", session.code(), "");
+    ringlm::Session& s = *session;
+    CliDrafter drafter;
+    if (speculate && !drafter.start("generate", spec, s.get(), c)) return 1;
+    ringlm::Status st = s.set_sampling(sp);
+    if (!st) return fail("sampling", st.code(), st.message());
+    for (const std::string& stop : stops) {
+      if (!(st = s.add_stop_string(stop))) return fail("stop string", st.code(), st.message());
+    }
+    (void)s.set_max_tokens(n_predict);
+    (void)s.set_ignore_eos(ignore_eos);
+    st = have_prompt ? s.feed(prompt, feed_flags)
+                     : s.feed_tokens(prompt_ids.data(), prompt_ids.size());
+    if (!st) return fail("prompt", st.code(), st.message());
 
-  rlm_stop_reason stop = RLM_STOP_NONE;
-  uint32_t n_prompt = 0, n_gen = 0;
-  double t_prefill = 0, t_decode = 0;
-  bool first = true;
-  for (;;) {
-    const double t0 = now_s();
-    ringlm::Result<ringlm::StepResult> r = s.step();
-    const double dt = now_s() - t0;
-    if (!r) return fail("step", r.code(), r.message());  // ~Session releases, ~mem frees
-    if (first) {
-      n_prompt = r->n_evaluated;
-      t_prefill = dt;
-      first = false;
-      const uint32_t n_ctx = cfg.n_ctx ? cfg.n_ctx : model->info()->max_context;
-      if (n_prompt > n_ctx) {
-        fprintf(stderr,
-                "ringlm generate: warning: the prompt's %u tokens exceed the context (--ctx %u): "
-                "the model sees its first %u (--sinks) and its last %u tokens only\n",
-                n_prompt, n_ctx, cfg.n_sink, n_ctx - cfg.n_sink);
+    uint32_t n_gen = 0;
+    bool first = true;
+    for (;;) {
+      const double t0 = now_s();
+      ringlm::Result<ringlm::StepResult> r = s.step();
+      const double dt = now_s() - t0;
+      if (!r) return fail("step", r.code(), r.message());  // ~Session releases, ~mem frees
+      if (first) {
+        out->n_prompt = r->n_evaluated;
+        out->t_prefill = dt;
+        first = false;
+        const uint32_t n_ctx = c.n_ctx ? c.n_ctx : model->info()->max_context;
+        if (emit && out->n_prompt > n_ctx) {
+          fprintf(stderr,
+                  "ringlm generate: warning: the prompt's %u tokens exceed the context (--ctx "
+                  "%u): the model sees its first %u (--sinks) and its last %u tokens only\n",
+                  out->n_prompt, n_ctx, c.n_sink, n_ctx - c.n_sink);
+        }
+      } else {
+        out->t_decode += dt;
+        if (r->n_evaluated > 0) ++out->decode_passes;
       }
-    } else {
-      t_decode += dt;
+      ++n_gen;
+      out->tokens.push_back(r->token);
+      if (!emit) {
+      } else if (print_ids) {
+        if (r->stop != RLM_STOP_END_TOKEN) printf(n_gen > 1 ? " %d" : "%d", r->token);
+      } else if (!r->text.empty()) {
+        fwrite(r->text.data(), 1, r->text.size(), stdout);
+      }
+      if (emit) fflush(stdout);
+      out->stop = r->stop;
+      if (out->stop != RLM_STOP_NONE) break;
     }
-    ++n_gen;
-    if (print_ids) {
-      if (r->stop != RLM_STOP_END_TOKEN) printf(n_gen > 1 ? " %d" : "%d", r->token);
-    } else if (!r->text.empty()) {
-      fwrite(r->text.data(), 1, r->text.size(), stdout);
-    }
-    fflush(stdout);
-    stop = r->stop;
-    if (stop != RLM_STOP_NONE) break;
-  }
+    out->n_decode = n_gen > 1 ? n_gen - 1 : 0;
+    out->bytes = bytes + drafter.draft_bytes();
+    if (speculate) out->spec_stats = drafter.stats(s.get());
+    return 0;
+  };
+
+  RunResult res;
+  if (int rc = run(cfg, spec.any(), true, &res)) return rc;
   if (print_ids) printf("\n");
   fflush(stdout);
-  const uint32_t n_decode = n_gen > 1 ? n_gen - 1 : 0;
+  std::string spec_part;
+  if (spec.any()) {
+    char buf[96];
+    snprintf(buf, sizeof buf, " | %.2f tokens per target pass",
+             res.decode_passes ? static_cast<double>(res.n_decode) / res.decode_passes : 0.0);
+    spec_part = " | " + res.spec_stats + buf;
+  }
+  const double decode_tps = res.t_decode > 0 ? res.n_decode / res.t_decode : 0.0;
   fprintf(stderr,
-          "\n[prompt tokens %u | prefill %.1f tok/s | decode %.1f tok/s (%u tokens) | session "
+          "\n[prompt tokens %u | prefill %.1f tok/s | decode %.1f tok/s (%u tokens)%s | session "
           "%zu bytes | stop %s]\n",
-          n_prompt, t_prefill > 0 ? n_prompt / t_prefill : 0.0,
-          t_decode > 0 ? n_decode / t_decode : 0.0, n_decode, bytes, stop_name(stop));
+          res.n_prompt, res.t_prefill > 0 ? res.n_prompt / res.t_prefill : 0.0, decode_tps,
+          res.n_decode, spec_part.c_str(), res.bytes, stop_name(res.stop));
+  if (compare_plain) {
+    rlm_session_config plain_cfg = cfg;
+    plain_cfg.max_draft = 0;
+    RunResult p;
+    if (int rc = run(plain_cfg, false, false, &p)) return rc;
+    const double plain_tps = p.t_decode > 0 ? p.n_decode / p.t_decode : 0.0;
+    fprintf(stderr, "[plain decode %.1f tok/s (%u tokens) | speed-up %.2fx | tokens %s]\n",
+            plain_tps, p.n_decode, plain_tps > 0 ? decode_tps / plain_tps : 0.0,
+            p.tokens == res.tokens ? "identical" : "DIFFERENT");
+    if (p.tokens != res.tokens) return 1;
+  }
   return 0;
 }
