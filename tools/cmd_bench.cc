@@ -88,6 +88,14 @@ const char kUsage[] =
     "      --kv f32|f16        KV cache precision (default f32)\n"
     "      --bw-mib N          memory-bandwidth buffer size in MiB (default 256, far above the\n"
     "                          last-level cache; 0 = skip the bandwidth measurement)\n"
+    "      --spec-lookup LIST  speculative rows next to tg, draft lengths comma-separated (e.g.\n"
+    "                          4,8): the \"echo\" test. The model's own greedy output G of tgN\n"
+    "                          from the start token becomes the prompt [start, G, start] (not\n"
+    "                          timed); then N greedy steps after it, plainly (\"echo tgN\") and\n"
+    "                          with prompt lookup of at most K drafts (\"echo tgN lookupK\"), the\n"
+    "                          same tokens either way (checked). A line per K gives the accepted\n"
+    "                          share, tokens per target pass, the speed-up and the cost of one\n"
+    "                          1+K verification pass in one-token passes.\n"
     "  -h, --help              this help\n"
     "\n"
     "The table goes to stdout; progress and notes go to stderr. Exit status: 0 when every row\n"
@@ -379,6 +387,36 @@ struct Runner {
     *secs = now_s() - t0;
     return true;
   }
+
+  // The echo test: n greedy steps after `prompt` (fed and evaluated untimed), with prompt lookup
+  // of at most k drafts (k = 0: plainly). Seconds of the n steps, the tokens, the counters.
+  bool echo(const std::vector<int32_t>& prompt, uint32_t n, uint32_t k, double* secs,
+            std::vector<int32_t>* out, rlm_spec_stats* stats) {
+    rlm_speculation spec;
+    rlm_speculation_default(&spec);
+    spec.mode = k ? RLM_SPEC_LOOKUP : RLM_SPEC_OFF;
+    spec.n_max = k;
+    rlm_status st = rlm_session_set_speculation(s, &spec);
+    if (st != RLM_OK) return fail("speculation", st);
+    if ((st = rlm_session_reset(s)) != RLM_OK) return fail("reset", st);
+    rlm_session_set_max_tokens(s, 0);
+    rlm_session_set_ignore_eos(s, 1);
+    if ((st = rlm_session_feed_tokens(s, prompt.data(), prompt.size())) != RLM_OK)
+      return fail("feed", st);
+    if ((st = rlm_session_eval(s)) != RLM_OK) return fail("eval", st);
+    rlm_step_result r;
+    rlm_step_result_default(&r);
+    out->clear();
+    const double t0 = now_s();
+    for (uint32_t i = 0; i < n; ++i) {
+      if ((st = rlm_step(s, &r)) != RLM_OK) return fail("step", st);
+      out->push_back(r.token);
+    }
+    *secs = now_s() - t0;
+    rlm_spec_stats_default(stats);
+    rlm_session_spec_stats(s, stats);
+    return true;
+  }
 };
 
 struct Row {
@@ -409,6 +447,7 @@ struct BenchOptions {
   uint32_t seed = 1, layers = 0, n_prompt = 128, n_gen = 128, reps = 5, batch = 0, bw_mib = 256;
   std::vector<uint32_t> threads, loads;
   std::vector<std::string> kernels, backends;
+  std::vector<uint32_t> spec_lookup;  // --spec-lookup: draft lengths of the echo rows
   rlm_kv_dtype kv = RLM_KV_F32;
 };
 
@@ -491,6 +530,10 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
     } else if (a == "--bw-mib") {
       if (!need()) return 2;
       ok = parse_u32(v, &bw_mib) && bw_mib <= (1u << 16);
+    } else if (a == "--spec-lookup") {
+      if (!need()) return 2;
+      ok = parse_u32_list(v, &o->spec_lookup);
+      for (uint32_t k : o->spec_lookup) ok = ok && k >= 1 && k <= 64;
     } else {
       fprintf(stderr, "ringlm bench: unknown option '%s'\n\n%s", a.c_str(), kUsage);
       return 2;
@@ -614,6 +657,14 @@ int cmd_bench(int argc, char** argv) {
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
   cfg.n_ctx = std::max<uint32_t>(std::max(n_prompt, n_gen + 1), 2);
+  uint32_t max_k = 0;
+  for (uint32_t k : opts.spec_lookup) max_k = std::max(max_k, k);
+  if (max_k && n_gen) {
+    // The echo prompt (2 + n_gen tokens) and n_gen steps after it, without a wrap.
+    cfg.n_ctx = std::max<uint32_t>(cfg.n_ctx, 2 * n_gen + 8 + max_k);
+    cfg.max_draft = max_k;
+    cfg.max_pending = std::max<uint32_t>(cfg.max_pending, n_gen + 2);
+  }
   cfg.n_sink = std::min<uint32_t>(cfg.n_sink, cfg.n_ctx - 1);
   cfg.kv_dtype = kv;
   cfg.n_batch = batch ? batch : std::min<uint32_t>(std::max<uint32_t>(n_prompt, 1), 512);
@@ -643,6 +694,7 @@ int cmd_bench(int argc, char** argv) {
   };
   uint32_t failed_rows = 0, rows_total = 0;
   std::vector<RunResult> results;
+  std::vector<std::string> spec_lines;  // --spec-lookup summaries, printed after the table
   const std::string pp_name = "pp" + std::to_string(n_prompt);
   const std::string tg_name = "tg" + std::to_string(n_gen);
   std::string auto_name;  // resolved once, when "auto" is asked for
@@ -735,6 +787,60 @@ int cmd_bench(int argc, char** argv) {
             if (!measure(tg_name, n_gen, false, &row)) return 1;
             rr.tg_tps = row.tps.mean;
           }
+          if (n_gen && max_k) {
+            // The echo prompt: [start, G, start] with G the greedy output of tgN.
+            std::vector<int32_t> prompt{run.first_token}, g, plain, spec;
+            rlm_spec_stats stats;
+            if (!run.echo(prompt, n_gen, 0, &secs, &g, &stats)) {
+              fprintf(stderr, "ringlm bench: echo: %s\n", run.error.c_str());
+              return 1;
+            }
+            prompt.insert(prompt.end(), g.begin(), g.end());
+            prompt.push_back(run.first_token);
+            const std::string echo_name = "echo " + tg_name;
+            std::vector<double> v;
+            for (uint32_t r = 0; r < reps; ++r) {
+              if (!run.echo(prompt, n_gen, 0, &secs, &plain, &stats)) {
+                fprintf(stderr, "ringlm bench: %s: %s\n", echo_name.c_str(), run.error.c_str());
+                return 1;
+              }
+              v.push_back(n_gen / secs);
+            }
+            const Row plain_row{nt, echo_name, true, stats_of(v)};
+            print_row(label, size_s, params_s, backend, load_cell, plain_row);
+            ++rows_total;
+            for (uint32_t k : opts.spec_lookup) {
+              v.clear();
+              for (uint32_t r = 0; r < reps; ++r) {
+                if (!run.echo(prompt, n_gen, k, &secs, &spec, &stats)) {
+                  fprintf(stderr, "ringlm bench: %s lookup%u: %s\n", echo_name.c_str(), k,
+                          run.error.c_str());
+                  return 1;
+                }
+                v.push_back(n_gen / secs);
+              }
+              const Row spec_row{nt, echo_name + " lookup" + std::to_string(k), true,
+                                 stats_of(v)};
+              print_row(label, size_s, params_s, backend, load_cell, spec_row);
+              ++rows_total;
+              // Passes that ran the model: verification passes, plus plain steps (no draft).
+              const double passes = static_cast<double>(n_gen - stats.accepted);
+              const double per_pass = passes > 0 ? n_gen / passes : 0.0;
+              const double speedup = spec_row.tps.mean / plain_row.tps.mean;
+              char line[256];
+              snprintf(line, sizeof line,
+                       "echo lookup%u (%s, %u thread%s): %.1f %% of %llu drafts accepted, %.2f "
+                       "tokens per target pass, speed-up %.2fx, a pass costs %.2f one-token "
+                       "passes, tokens %s",
+                       k, backend.c_str(), nt, nt == 1 ? "" : "s",
+                       stats.drafted ? 100.0 * stats.accepted / stats.drafted : 0.0,
+                       static_cast<unsigned long long>(stats.drafted), per_pass, speedup,
+                       speedup > 0 ? per_pass / speedup : 0.0,
+                       spec == plain ? "identical" : "DIFFERENT");
+              spec_lines.push_back(line);
+              if (spec != plain) ++failed_rows;
+            }
+          }
           results.push_back(rr);
         }
       }
@@ -799,6 +905,7 @@ int cmd_bench(int argc, char** argv) {
       printf("\n");
     }
   }
+  for (const std::string& l : spec_lines) printf("%s\n", l.c_str());
   if (n_gen && info.weight_bytes < kCacheSized)
     printf("note: the weights (%s) fit in a last-level cache; decode here is bound by compute "
            "and per-token overhead, not by DRAM bandwidth\n",

@@ -36,6 +36,7 @@ inline void pair_blocks(int8x16_t u0, int8x16_t u1, int8x16_t v0, int8x16_t v1, 
 template <bool Q4>
 struct MmlaMat : QuantMat {
   static constexpr bool kQ4 = Q4;
+  static constexpr bool kShapeInvariant = false;  // never used for exact rows (dotprod is)
 
   // R rows (1, 2 or 4) x T tokens (1 or 2).
   template <int R, int T>

@@ -54,6 +54,7 @@ inline __m256 load_w_tail(const void* base, size_t idx, uint32_t rem) {
 // Float dot products of R weight rows with T activation rows (cols values each).
 template <bool F16>
 struct FloatMat : FloatOperands {
+  static constexpr bool kShapeInvariant = true;  // per-element fma order; store_tile: hsum order
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     __m256 acc[R][T] = {};  // zeros
@@ -108,6 +109,7 @@ inline __m256i unpack_q4(const uint8_t* p) {
 template <bool Q4>
 struct QuantTile : QuantMat {
   static constexpr bool kQ4 = Q4;
+  static constexpr bool kShapeInvariant = true;  // as FloatMat
   static constexpr size_t kGroupBytes = Q4 ? kQuantGroup / 2 : kQuantGroup;
 
   template <int R, int T>

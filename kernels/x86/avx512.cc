@@ -30,12 +30,14 @@ namespace {
 
 using namespace x86;
 
-inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
-
 // Upper 256 bits (AVX512F only: extractf32x8 would need DQ).
 inline __m256 hi256(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
+
+// The halves added, then hsum's order: what store_tile512's 4-row path gives every lane, so
+// rows reduce alike in every tile shape and in q8_decode_rows (kShapeInvariant).
+inline float hsum512(__m512 v) { return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi256(v))); }
 
 template <int R, int T>
 inline void store_tile512(const __m512 (&acc)[R][T], float* Y, size_t y_stride) {
@@ -64,8 +66,11 @@ inline __m512i pair_index(uint32_t k) {
 
 // Q8, two groups per step (the 4-row tile: prefill, and decode of rows wider than
 // q8_decode_rows takes).
+// Equal to q8_decode_rows too (kMatmulExactRows): the same integer dot products, scales, fma
+// order (one accumulator per element) and reduction.
 struct VnniQ8 : QuantMat {
   static constexpr bool kQ4 = false;
+  static constexpr bool kShapeInvariant = true;
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -113,6 +118,7 @@ struct VnniQ8 : QuantMat {
 // belong to group g+k.
 struct Q4Quad : QuantMat {
   static constexpr bool kQ4 = true;
+  static constexpr bool kShapeInvariant = true;  // per-element fma order; store_tile512
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -188,7 +194,9 @@ bool q8_decode_rows(const QuantMat& m, uint32_t r0, uint32_t r1) {
   for (uint32_t r = r0; r < r1; ++r) {
     const uint8_t* row = m.W + static_cast<size_t>(r) * m.w_row_bytes;
     const uint16_t* ws_row = m.WS + static_cast<size_t>(r) * groups;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    // One accumulator, as VnniQ8's tiles (kShapeInvariant): rows are independent iterations,
+    // so the out-of-order core overlaps their fma chains anyway.
+    __m512 acc = _mm512_setzero_ps();
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
       const __mmask8 bm = static_cast<__mmask8>((1u << nb) - 1);
@@ -206,11 +214,10 @@ bool q8_decode_rows(const QuantMat& m, uint32_t r0, uint32_t r1) {
         const __m512i xv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, xp) : _mm512_loadu_si512(xp);
         const __m512i d = _mm512_dpbusd_epi32(negc[g / 2], _mm512_xor_si512(wv, offset), xv);
         const __m512 s = _mm512_permutexvar_ps(pair_index(k), sc);
-        if (k & 1) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc1);
-        else acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc0);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc);
       }
     }
-    m.Y[r] = hsum512(_mm512_add_ps(acc0, acc1));
+    m.Y[r] = hsum512(acc);
   }
   return true;
 }
@@ -221,18 +228,7 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
                       uint32_t r1) {
   const VnniQ8 m = quant_mat<VnniQ8>(w, x, y);
   if (n == 1 && q8_decode_rows(m, r0, r1)) return;
-  if ((n & kMatmulExactRows) && (m.groups + 1) / 2 <= kMaxDecodePairs) {
-    // Decode here is q8_decode_rows: the same, on token t's operands.
-    exact_rows(n & ~kMatmulExactRows, r0, r1, [&m](uint32_t t, uint32_t b, uint32_t e) {
-      VnniQ8 mt = m;
-      const size_t xs_stride = m.x_stride / kQuantGroup;
-      mt.X = m.X + t * m.x_stride;
-      mt.XS = m.XS + t * xs_stride;
-      mt.Y = m.Y + t * m.y_stride;
-      q8_decode_rows(mt, b, e);
-    });
-    return;
-  }
+  // Exact rows (kMatmulExactRows): the tiles compute each row as q8_decode_rows does.
   drive<4, 4, 4>(m, n, r0, r1);
 }
 
