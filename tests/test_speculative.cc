@@ -100,7 +100,8 @@ Trace generate(const OpenedModel& target, const Drafter* drafter, uint32_t n_ctx
     spec.mode = drafter->mode;
     spec.n_max = drafter->n_max;
     if (drafter->mode == RLM_SPEC_DRAFT_MODEL) {
-      EXPECT_EQ(draft.init(&drafter->draft_model->model, config(n_ctx, drafter->n_max)), RLM_OK);
+      EXPECT_EQ(draft.init(&drafter->draft_model->model, config(n_ctx, drafter->n_max, threads)),
+                RLM_OK);
       spec.draft = draft.s;
       spec.p_min = 0.0f;
     }
@@ -193,7 +194,8 @@ TEST(Speculative, GreedyIdenticalTinyStories) {
                           "Once upon a time, there was a little dog");
 }
 
-// The real pair with two threads on the target: the same tokens as one thread, plain.
+// The real pair with two threads on the target and on the draft: the same tokens as one
+// thread, plain.
 TEST(Speculative, GreedyIdenticalAcrossThreads) {
   OpenedModel target, xs;
   if (!stories(DType::F32, &target) || !llama2xs(&xs)) GTEST_SKIP() << "../shared models absent";
@@ -540,4 +542,30 @@ TEST(Speculative, NoHeapCallsWithADrafter) {
   EXPECT_GT(accepted, 0u);
   EXPECT_EQ(calls.allocs, 0);
   EXPECT_EQ(calls.frees, 0);
+}
+
+// A model wide enough that the matmuls and attention split across threads: verification passes
+// with 2 and 3 threads on the target and the draft give the plain one-thread tokens (also run
+// under ThreadSanitizer).
+TEST(Speculative, ThreadsSplitTheVerificationPass) {
+  RandomModelShape shape;
+  shape.dim = 256;
+  shape.n_heads = 8;
+  shape.n_kv_heads = 4;
+  shape.ffn_dim = 512;
+  shape.max_context = 256;
+  OpenedModel m;
+  std::string err;
+  ASSERT_TRUE(open_random_model(shape, DType::F32, &m, &err)) << err;
+  const std::string prompt = "one two one two one two one two";
+  const Trace plain = generate(m, nullptr, 64, prompt, 120, noisy_sampling(5));
+  const Drafter self{RLM_SPEC_DRAFT_MODEL, &m, 4};
+  const Drafter lookup{RLM_SPEC_LOOKUP, nullptr, 6};
+  for (uint32_t threads : {2u, 3u}) {
+    for (const Drafter* d : {&self, &lookup}) {
+      const Trace spec = generate(m, d, 64, prompt, 120, noisy_sampling(5), threads);
+      EXPECT_TRUE(spec == plain) << "threads " << threads << " mode " << d->mode << ": "
+                                 << piece_summary(plain, spec);
+    }
+  }
 }
