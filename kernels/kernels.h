@@ -39,10 +39,10 @@ struct WeightView {
 
 // A matmul's `n` may carry this bit: compute every token row bit for bit as a one-token call
 // (n == 1) computes it. Speculative verification needs it (each row of a verification pass must
-// equal plain decode, or greedy output could flip at a near-tie); prefill tiles, whose float
-// sums are ordered differently, are free of it. The kernels then walk row blocks of
-// kExactRowBlock rows token by token through their decode path, so a block's weights come from
-// memory once and from cache for the other tokens.
+// equal plain decode, or greedy output could flip at a near-tie). Tables whose tiles are
+// shape-invariant (tile.inc: kShapeInvariant; the x86 ones) run their ordinary prefill tiles;
+// the others walk row blocks of kExactRowBlock rows token by token through their decode path, so
+// a block's weights come from memory once and from cache for the other tokens.
 constexpr uint32_t kMatmulExactRows = 0x80000000u;
 constexpr uint32_t kExactRowBlock = 32;  // a multiple of every decode row tile (4, 8)
 
