@@ -304,3 +304,36 @@ TEST(CppWrapper, GenerateToolOutput) {
   EXPECT_NE(out.find("ringlm generate: stop string: RLM_ERR_INVALID_ARGUMENT"), std::string::npos)
       << out;
 }
+
+// Speculation through the wrapper: prompt lookup gives the C ABI's plain greedy tokens, and the
+// counters say drafts were checked.
+TEST(CppWrapper, SpeculationKeepsTheTokens) {
+  AlignedBuffer b = random_bytes(DType::Q8);
+  std::vector<int32_t> c_ids;
+  c_greedy(b, "hello hello hello hello", 40, &c_ids);
+  ringlm::Result<ringlm::Model> m = ringlm::Model::open(b.data(), b.size());
+  ASSERT_TRUE(m);
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+  cfg.max_draft = 6;
+  ringlm::Result<ringlm::Session> s = ringlm::Session::allocate(*m, cfg);
+  ASSERT_TRUE(s) << s.status_name();
+  rlm_speculation spec;
+  rlm_speculation_default(&spec);
+  spec.mode = RLM_SPEC_LOOKUP;
+  spec.ngram_min = 1;
+  ASSERT_TRUE(s->set_speculation(&spec));
+  ASSERT_TRUE(s->set_sampling(ringlm::Sampling::greedy()));
+  ASSERT_TRUE(s->set_max_tokens(40));
+  std::vector<int32_t> ids;
+  ringlm::Result<rlm_stop_reason> why = s->generate(
+      "hello hello hello hello", [&](const ringlm::StepResult& r) { ids.push_back(r.token); });
+  ASSERT_TRUE(why) << why.status_name();
+  EXPECT_EQ(ids, c_ids);
+  ringlm::Result<rlm_spec_stats> st = s->spec_stats();
+  ASSERT_TRUE(st);
+  EXPECT_GT(st->verify_passes, 0u);
+  spec.n_max = 7;  // above max_draft
+  EXPECT_EQ(s->set_speculation(&spec).code(), RLM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(s->set_speculation(nullptr));
+}

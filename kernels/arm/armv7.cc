@@ -129,7 +129,7 @@ inline float32x4_t exp_ps(float32x4_t x) {
 
 template <bool F16>
 struct FloatMat : FloatOperands {
-  static constexpr bool kShapeInvariant = false;  // not shown to be
+  static constexpr bool kShapeInvariant = true;  // per-element fma order; store_tile
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     float32x4_t acc[R][T] = {};  // zeros

@@ -408,6 +408,18 @@ class Session {
   }
   Status clear_stops() noexcept { return check(rlm_session_clear_stops(s_)); }
   Status set_max_tokens(uint32_t n) noexcept { return check(rlm_session_set_max_tokens(s_, n)); }
+  // Speculative decoding (the session's config needs max_draft > 0); nullptr turns it off. A
+  // draft session in `spec.draft` is borrowed and driven by this session while set.
+  Status set_speculation(const rlm_speculation* spec) noexcept {
+    return check(rlm_session_set_speculation(s_, spec));
+  }
+  Result<rlm_spec_stats> spec_stats() const noexcept {
+    rlm_spec_stats st;
+    rlm_spec_stats_default(&st);
+    const rlm_status code = rlm_session_spec_stats(s_, &st);
+    if (code != RLM_OK) return Result<rlm_spec_stats>(code, rlm_session_error(s_));
+    return Result<rlm_spec_stats>(st);
+  }
   Status set_ignore_eos(bool ignore) noexcept {
     return check(rlm_session_set_ignore_eos(s_, ignore ? 1 : 0));
   }
