@@ -148,10 +148,10 @@ bool tinystories(DType q, OpenedModel* out) {
 }
 
 // Greedy: plain vs each drafter, 2,000 tokens through a 256-slot ring (8 wraps) with 4 sinks
-// (1,000 under qemu: 4 wraps).
+// (600 under qemu: 2 wraps).
 void expect_greedy_identical(const OpenedModel& target, const std::vector<Drafter>& drafters,
                              const std::string& prompt) {
-  const uint32_t n = emulated() ? 1000 : 2000, n_ctx = 256;
+  const uint32_t n = emulated() ? 600 : 2000, n_ctx = 256;
   const Trace plain = generate(target, nullptr, n_ctx, prompt, n, greedy_sampling());
   ASSERT_EQ(plain.tokens.size(), n);
   for (const Drafter& d : drafters) {
