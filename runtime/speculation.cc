@@ -93,16 +93,37 @@ int32_t top_token(const float* logits, uint32_t vocab, float* prob) {
   return best;
 }
 
+// The draft's tentative positions of the last proposal: those whose tokens the target now holds
+// at the same places (the drafts it accepted) become the draft's own; the rest get their ring
+// slots back.
+void draft_settle(SpecState* sp, uint64_t target_past, const KvRing& tkv) {
+  SessionImpl* d = sp->draft;
+  if (sp->draft_tent == 0) return;
+  uint32_t keep = 0;
+  if (sp->draft_held > 0 && !d->spec.active) {
+    const uint64_t lo = oldest_held(tkv, target_past);
+    while (keep < sp->draft_tent && sp->draft_held + keep < target_past &&
+           sp->draft_held + keep >= lo &&
+           token_at(tkv, sp->draft_held + keep) == token_at(d->tf.kv, d->n_past + keep)) {
+      ++keep;
+    }
+  }
+  kv_undo_restore(&d->tf.kv, d->n_past + keep);
+  d->n_past += keep;
+  sp->draft_held += keep;
+  sp->draft_tent = 0;
+}
+
 // Draft model: bring the draft's cache to the target's positions [.., p) plus `last`, then draft
-// greedily while its top probability is at least p_min. Draft tokens after the first are run at
-// tentative draft positions (saved in its undo area) and dropped again at the end, so the draft
-// keeps exactly the target's accepted sequence.
+// greedily while its top probability is at least p_min. Draft tokens are run at tentative draft
+// positions (saved in its undo area); the next proposal keeps the accepted ones (draft_settle).
 uint32_t propose_draft(SessionImpl* s, int32_t last, uint32_t max_n, int32_t* out) {
   SpecState& sp = s->spec;
   SessionImpl* d = sp.draft;
   const KvRing& tkv = s->tf.kv;
   const uint64_t p = s->n_past;
   const uint64_t lo = oldest_held(tkv, p);
+  draft_settle(&sp, p, tkv);
   // The draft must hold [from, held) exactly and nothing after it; otherwise start over from the
   // oldest position the target still holds (the draft only proposes: a shorter context costs
   // acceptance, never correctness).
@@ -123,7 +144,7 @@ uint32_t propose_draft(SessionImpl* s, int32_t last, uint32_t max_n, int32_t* ou
   const uint32_t vocab = d->model->hp.vocab_size;
   const uint64_t dpos = d->n_past;  // draft position of the first draft token
   if (max_n > 1) kv_undo_save(&d->tf.kv, dpos, max_n - 1);
-  uint32_t n = 0;
+  uint32_t n = 0, ran = 0;
   while (n < max_n) {
     float prob = 0.0f;
     const int32_t t = top_token(d->tf.logits, vocab, &prob);
@@ -131,10 +152,11 @@ uint32_t propose_draft(SessionImpl* s, int32_t last, uint32_t max_n, int32_t* ou
     out[n++] = t;
     if (n == max_n) break;
     forward(&d->tf, &out[n - 1], 1, dpos + n - 1);
+    ++ran;
     ++sp.stats.draft_passes;
   }
-  // Drop the tentative positions: the next proposal feeds what the target accepted.
-  kv_undo_restore(&d->tf.kv, dpos);
+  sp.draft_tent = ran;
+  if (ran == 0) kv_undo_restore(&d->tf.kv, dpos);  // nothing tentative: empty the area
   d->logits_ready = false;
   d->logits_valid = false;
   return n;
@@ -207,6 +229,11 @@ Status spec_set(SessionImpl* s, const rlm_speculation* spec, ErrorSink* err) {
       RLM_RETURN_IF_ERROR(check_vocabulary(s, d, err));
     }
   }
+  // The old draft session gets its tentative positions' slots back before it is let go.
+  if (sp.draft && sp.draft_tent > 0 && session_is_live(sp.draft)) {
+    kv_undo_restore(&sp.draft->tf.kv, sp.draft->n_past);
+  }
+  sp.draft_tent = 0;
   sp.mode = static_cast<rlm_spec_mode>(mode);
   sp.n_max = v.n_max;
   sp.n_cur = v.n_max;

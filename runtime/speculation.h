@@ -45,8 +45,12 @@ struct SpecState {
   int32_t* tokens;        // (1 + max_draft) [last, d1..dn]
 
   // Draft model: its cache holds the target's positions [draft_from, draft_held) at draft
-  // positions [0, draft_held - draft_from). draft_held == 0 means nothing is held.
+  // positions [0, draft_held - draft_from). draft_held == 0 means nothing is held. After a
+  // proposal, its draft tokens but the last sit at the draft's tentative positions
+  // [n_past, n_past + draft_tent) (the draft's undo area holds what they overwrote): the next
+  // proposal keeps those the target accepted instead of running them again.
   uint64_t draft_from, draft_held;
+  uint32_t draft_tent;
 
   rlm_spec_stats stats;
 };
