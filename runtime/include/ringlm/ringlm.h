@@ -393,7 +393,9 @@ typedef struct rlm_speculation {
   rlm_session* draft;    /* draft model session (borrowed; caller memory and thread count of its
                             own). While set, this session drives it: do not use it directly.
                             Its model must have the same vocabulary (size and every piece), and
-                            its config max_draft >= n_max - 1 (its own undo area). */
+                            its config max_draft >= n_max - 1 (its own undo area). Clearing or
+                            changing the speculation hands it back consistent; after releasing
+                            the target without that, reset the draft before using it alone. */
   uint32_t ngram_min;    /* lookup: shortest suffix matched (default 2) */
   uint32_t ngram_max;    /* lookup: longest suffix matched, tried first (default 4; max 16) */
 } rlm_speculation;
