@@ -306,7 +306,15 @@ bool synthetic_tokenizer(uint32_t vocab_size, TokenizerData* out, std::string* e
 
 bool synthetic_from_shape(const SyntheticShape& shape, uint32_t seed, const SyntheticOptions& opts,
                           ModelData* out, std::string* err) {
-  const ModelData::Arch& a = shape.arch;
+  ModelData::Arch a = shape.arch;
+  if (opts.vocab) {
+    if (opts.vocab->pieces.empty() || opts.vocab->pieces.size() > kMaxVocab) {
+      *err = shape.name + ": vocabulary of " + std::to_string(opts.vocab->pieces.size()) +
+             " tokens out of [1, " + std::to_string(kMaxVocab) + "]";
+      return false;
+    }
+    a.vocab_size = static_cast<uint32_t>(opts.vocab->pieces.size());
+  }
   if (a.n_layers == 0 || a.dim == 0 || a.n_heads == 0 || a.n_kv_heads == 0 || a.head_dim == 0 ||
       a.ffn_dim == 0 || a.max_context == 0) {
     *err = shape.name + ": a dimension is zero";
@@ -347,11 +355,15 @@ bool synthetic_from_shape(const SyntheticShape& shape, uint32_t seed, const Synt
   }
   ModelData m;
   m.arch = a;
-  if (!synthetic_tokenizer(a.vocab_size, &m.tokenizer, err)) {
+  if (opts.vocab) {
+    m.tokenizer = *opts.vocab;
+  } else if (!synthetic_tokenizer(a.vocab_size, &m.tokenizer, err)) {
     *err = shape.name + ": " + *err;
     return false;
   }
-  add_tensors(shape, seed, opts.direct, opts.direct_type, &m);
+  SyntheticShape sized = shape;
+  sized.arch = a;
+  add_tensors(sized, seed, opts.direct, opts.direct_type, &m);
   m.source = "synthetic:" + shape.name + " seed " + std::to_string(seed);
   *out = std::move(m);
   return true;

@@ -35,6 +35,11 @@ struct SyntheticOptions {
   // holds round(v / 16) of the same integers.
   bool direct = false;
   fb::DType direct_type = fb::DType::Q8;
+  // Non-null: the model's tokenizer instead of the synthetic vocabulary (a real vocabulary read
+  // from a file, for benchmarks whose cost depends on it: grammar masks, sampling over 128k
+  // tokens). Its size replaces the config's vocab_size (embedding and output rows). Borrowed:
+  // must outlive the synthetic_* call; it is copied into the ModelData.
+  const TokenizerData* vocab = nullptr;
   // Receives one line per feature the Llama-shaped model ignores (only with as_llama).
   std::vector<std::string>* ignored = nullptr;
   // Receives a display name: the config's directory name (or the built-in name), with
@@ -72,8 +77,8 @@ struct SyntheticShape {
   float weight_std = 0.02f;
 };
 
-// Random weights + synthetic tokenizer for `shape` (arch.vocab_size >= 259); of `opts`, only
-// direct / direct_type apply here.
+// Random weights + synthetic tokenizer for `shape` (arch.vocab_size >= 259; with opts.vocab,
+// that vocabulary and its size instead); of `opts`, only direct / direct_type / vocab apply here.
 bool synthetic_from_shape(const SyntheticShape& shape, uint32_t seed, const SyntheticOptions& opts,
                           ModelData* out, std::string* err);
 

@@ -419,6 +419,46 @@ TEST(CliFlags, TokenizeLlama3SpecialsAreOptional) {
   EXPECT_EQ(out.find("128009"), std::string::npos) << out;
 }
 
+// convert / bench --synthetic --vocab FILE (#15 benchmarks: grammar masks over 50k and 128k
+// vocabularies): the model carries the file's tokenizer, and its size replaces the config's.
+TEST(CliFlags, SyntheticModelWithARealVocabulary) {
+  const std::string gpt2 = shared_path("tokenizers/vectors/ggml-vocab-gpt-2.gguf");
+  if (gpt2.empty()) GTEST_SKIP() << "../shared/tokenizers/vectors/ggml-vocab-gpt-2.gguf not found";
+  const std::string model = temp_dir() + "/synthetic-gpt2-vocab.rlm";
+  std::string out;
+  ASSERT_EQ(run_command(ringlm_bin() + " convert --synthetic smollm2-135m --layers 1 --quant q8 -q --vocab " +
+                            gpt2 + " -o " + model + " 2>&1",
+                        &out),
+            0)
+      << out;
+  ASSERT_EQ(run_command(ringlm_bin() + " inspect " + model + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("vocab_size 50257"), std::string::npos) << out;
+  const std::string text = "'Hello world, ringlm 2026 \u00e9t\u00e9!'";
+  std::string from_model, from_vocab;
+  ASSERT_EQ(run_command(ringlm_bin() + " tokenize -m " + model + " " + text, &from_model), 0);
+  ASSERT_EQ(run_command(ringlm_bin() + " tokenize --vocab " + gpt2 + " " + text, &from_vocab), 0);
+  EXPECT_EQ(from_model, from_vocab);
+  EXPECT_EQ(from_model.substr(0, 11), "15496 995 1") << from_model;  // GPT-2's "Hello", " world", ","
+  // Refusals, each with a message.
+  EXPECT_EQ(run_command(ringlm_bin() + " convert " + gpt2 + " --vocab " + gpt2 + " -o " + model +
+                            ".x 2>&1",
+                        &out),
+            2);
+  EXPECT_NE(out.find("go with --synthetic"), std::string::npos) << out;
+  EXPECT_EQ(run_command(ringlm_bin() + " convert --synthetic smollm2-135m --chat chatml --vocab " +
+                            gpt2 + " -o " + model + ".x 2>&1",
+                        &out),
+            2);
+  EXPECT_NE(out.find("one or the other"), std::string::npos) << out;
+  EXPECT_EQ(run_command(ringlm_bin() + " convert --synthetic smollm2-135m --layers 1 --vocab " +
+                            model + " -o " + model + ".x 2>&1",
+                        &out),
+            1);
+  EXPECT_NE(out.find("is a model file"), std::string::npos) << out;
+  EXPECT_EQ(run_command(ringlm_bin() + " bench -m " + model + " --vocab " + gpt2 + " 2>&1", &out), 2);
+  EXPECT_NE(out.find("apply to --synthetic only"), std::string::npos) << out;
+}
+
 }  // namespace
 
 // Speculative flags (#14): --lookup / --draft generate the same tokens as plain decoding

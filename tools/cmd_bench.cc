@@ -27,6 +27,7 @@
 #include "convert/writer.h"
 #include "mapped_file.h"
 #include "model_generated.h"
+#include "tokenizer_source.h"
 #include "ringlm/ringlm.h"
 
 namespace {
@@ -60,6 +61,9 @@ const char kUsage[] =
     "      --seed N            synthetic weight seed (default 1)\n"
     "      --layers N          synthetic: use N layers instead of the config's (for tests and\n"
     "                          quick runs; the table's model name says so)\n"
+    "      --vocab FILE        synthetic: a real vocabulary (GGUF, tokenizer.json, tiktoken\n"
+    "                          rank file, llama2.c tokenizer.bin) instead of the synthetic one;\n"
+    "                          its size replaces the config's vocab_size\n"
     "\n"
     "run:\n"
     "  -p, --n-prompt N        prefill test length (default 128; 0 = no pp test)\n"
@@ -441,7 +445,7 @@ void print_row(const std::string& model, const std::string& size, const std::str
 
 // The command line of `ringlm bench`, after defaults.
 struct BenchOptions {
-  std::string model_path, synthetic;
+  std::string model_path, synthetic, vocab;
   fb::DType quant = fb::DType::Q8;
   bool quant_given = false, as_llama = false;
   uint32_t seed = 1, layers = 0, n_prompt = 128, n_gen = 128, reps = 5, batch = 0, bw_mib = 256;
@@ -490,6 +494,9 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       quant_given = true;
     } else if (a == "--as-llama") {
       as_llama = true;
+    } else if (a == "--vocab") {
+      if (!need()) return 2;
+      o->vocab = v;
     } else if (a == "--seed") {
       if (!need()) return 2;
       ok = parse_u32(v, &seed);
@@ -548,8 +555,9 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
             kUsage);
     return 2;
   }
-  if (!model_path.empty() && (quant_given || as_llama || layers)) {
-    fprintf(stderr, "ringlm bench: --quant, --as-llama and --layers apply to --synthetic only\n");
+  if (!model_path.empty() && (quant_given || as_llama || layers || !o->vocab.empty())) {
+    fprintf(stderr,
+            "ringlm bench: --quant, --as-llama, --layers and --vocab apply to --synthetic only\n");
     return 2;
   }
   if (n_prompt == 0 && n_gen == 0) {
@@ -586,6 +594,15 @@ bool load_bench_model(const BenchOptions& o, ModelBytes* model_bytes, std::strin
     so.n_layers_override = layers;
     so.ignored = &ignored;
     so.name = &name;
+    conv::TokenizerData vocab_data;
+    if (!o.vocab.empty()) {
+      std::string kind;
+      if (!read_vocab_data(o.vocab, &vocab_data, &kind, &err)) {
+        fprintf(stderr, "ringlm bench: --vocab: %s\n", err.c_str());
+        return false;
+      }
+      so.vocab = &vocab_data;
+    }
     if (!conv::synthetic_model(synthetic, o.seed, so, &md, &err)) {
       fprintf(stderr, "ringlm bench: %s\n", err.c_str());
       return false;

@@ -11,6 +11,7 @@
 #include "convert/convert.h"
 #include "convert/output_file.h"
 #include "convert/synthetic.h"
+#include "tokenizer_source.h"
 
 namespace {
 
@@ -18,7 +19,7 @@ void usage(FILE* f) {
   fprintf(f,
           "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4] -o OUT\n"
           "       ringlm convert --synthetic SPEC [--layers N] [--seed S] [--chat FORMAT]\n"
-          "                      [--quant ...] -o OUT\n"
+          "                      [--vocab FILE] [--quant ...] -o OUT\n"
           "\n"
           "SOURCE is one of\n"
           "  a llama2.c legacy float checkpoint (.bin; needs --tokenizer tokenizer.bin)\n"
@@ -49,14 +50,19 @@ void usage(FILE* f) {
           "                     limit; all dimensions are checked before anything is written)\n"
           "  --seed S           weight seed (default 1)\n"
           "  --chat FORMAT      give the synthetic vocabulary a chat template and its special\n"
-          "                     tokens: chatml, llama3, gemma or phi3 (for `ringlm chat`)\n");
+          "                     tokens: chatml, llama3, gemma or phi3 (for `ringlm chat`)\n"
+          "  --vocab FILE       a real vocabulary instead of the synthetic one (GGUF, e.g. a\n"
+          "                     vocab-only file; tokenizer.json or its directory; a tiktoken\n"
+          "                     rank file such as Llama 3's tokenizer.model; llama2.c\n"
+          "                     tokenizer.bin): its size replaces the config's vocab_size, for\n"
+          "                     benchmarks whose cost grows with the vocabulary\n");
 }
 
 }  // namespace
 
 int cmd_convert(int argc, char** argv) {
   ringlm::internal::conv::ConvertOptions opts;
-  std::string out, synthetic, chat;
+  std::string out, synthetic, chat, vocab;
   uint32_t layers = 0, seed = 1;
   bool quiet = false, verbose = false;
   for (int i = 1; i < argc; ++i) {
@@ -86,6 +92,10 @@ int cmd_convert(int argc, char** argv) {
       const char* v = value(a);
       if (!v) return 2;
       out = v;
+    } else if (!strcmp(a, "--vocab")) {
+      const char* v = value(a);
+      if (!v) return 2;
+      vocab = v;
     } else if (!strcmp(a, "--synthetic") || !strcmp(a, "--chat") || !strcmp(a, "--layers") ||
                !strcmp(a, "--seed")) {
       const char* v = value(a);
@@ -134,8 +144,13 @@ int cmd_convert(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  if (synthetic.empty() && (!chat.empty() || layers || seed != 1)) {
-    fprintf(stderr, "ringlm convert: --chat, --layers and --seed go with --synthetic\n");
+  if (synthetic.empty() && (!chat.empty() || layers || seed != 1 || !vocab.empty())) {
+    fprintf(stderr, "ringlm convert: --chat, --layers, --seed and --vocab go with --synthetic\n");
+    return 2;
+  }
+  if (!chat.empty() && !vocab.empty()) {
+    fprintf(stderr, "ringlm convert: --chat gives the synthetic vocabulary chat tokens; a --vocab "
+                    "file brings its own, give one or the other\n");
     return 2;
   }
   {
@@ -147,7 +162,7 @@ int cmd_convert(int argc, char** argv) {
       return 1;
     }
     // The source is read while the output is written: replacing it would lose the checkpoint.
-    for (const std::string& in : {opts.source, opts.tokenizer, synthetic}) {
+    for (const std::string& in : {opts.source, opts.tokenizer, synthetic, vocab}) {
       if (!in.empty() && ringlm::internal::conv::same_file(in, out)) {
         fprintf(stderr, "ringlm convert: -o '%s' is an input of this conversion\n", out.c_str());
         return 2;
@@ -160,7 +175,15 @@ int cmd_convert(int argc, char** argv) {
     ringlm::internal::conv::SyntheticOptions so;
     so.n_layers_override = layers;
     ringlm::internal::conv::ModelData md;
-    std::string err;
+    std::string err, kind;
+    ringlm::internal::conv::TokenizerData vocab_data;
+    if (!vocab.empty()) {
+      if (!read_vocab_data(vocab, &vocab_data, &kind, &err)) {
+        fprintf(stderr, "ringlm convert: --vocab: %s\n", err.c_str());
+        return 1;
+      }
+      so.vocab = &vocab_data;
+    }
     if (!ringlm::internal::conv::synthetic_model(synthetic, seed, so, &md, &err) ||
         (!chat.empty() && !ringlm::internal::conv::add_chat_specials(chat, &md, &err))) {
       fprintf(stderr, "ringlm convert: %s\n", err.c_str());

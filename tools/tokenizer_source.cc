@@ -75,43 +75,77 @@ bool open_model_tokenizer(const std::string& path, CliTokenizer* out, std::strin
   return true;
 }
 
-bool open_vocab_tokenizer(const std::string& path_in, CliTokenizer* out, std::string* err) {
-  std::string path = path_in;
-  if (conv::is_directory(path)) {
-    path += "/tokenizer.json";
-    if (!conv::file_exists(path)) {
+namespace {
+
+// A vocabulary file: `path` after the directory rule, its first 4 KiB in *head.
+bool vocab_head(const std::string& path_in, std::string* path, std::string* head, std::string* err) {
+  *path = path_in;
+  if (conv::is_directory(*path)) {
+    *path += "/tokenizer.json";
+    if (!conv::file_exists(*path)) {
       *err = "directory '" + path_in + "' has no tokenizer.json";
       return false;
     }
   }
-  std::string head, open_err;
-  if (!read_head(path, 4096, &head, &open_err)) {
+  std::string open_err;
+  if (!read_head(*path, 4096, head, &open_err)) {
     *err = "vocabulary: " + open_err;
     return false;
   }
-  conv::TokenizerData d;
+  return true;
+}
+
+bool is_model_file(const std::string& head) {
+  return head.size() >= 12 && head.compare(8, 4, "RLM1") == 0;
+}
+
+// The readers by content; false with *err for a file none of them takes.
+bool read_vocab_by_content(const std::string& path, const std::string& head,
+                           conv::TokenizerData* d, std::string* kind, std::string* err) {
   if (head.size() >= 4 && head.compare(0, 4, "GGUF") == 0) {
-    if (!conv::read_gguf_tokenizer(path, &d, err)) return false;
-    return build_table(d, "GGUF", path, out, err);
+    *kind = "GGUF";
+    return conv::read_gguf_tokenizer(path, d, err);
   }
-  if (head.size() >= 12 && head.compare(8, 4, "RLM1") == 0) return open_model_tokenizer(path, out, err);
   size_t i = 0;
   while (i < head.size() && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t'))
     ++i;
   if (i < head.size() && head[i] == '{') {
-    if (!conv::read_hf_tokenizer(path, &d, err)) return false;
-    return build_table(d, "tokenizer.json", path, out, err);
+    *kind = "tokenizer.json";
+    return conv::read_hf_tokenizer(path, d, err);
   }
   if (conv::looks_like_tiktoken(head.substr(0, head.find('\n')))) {
-    if (!conv::read_tiktoken(path, &d, err)) return false;
-    return build_table(d, "tiktoken", path, out, err);
+    *kind = "tiktoken";
+    return conv::read_tiktoken(path, d, err);
   }
   if (const uint32_t n = llama2c_token_count(path)) {
-    if (!conv::read_llama2c_tokenizer(path, n, &d, err)) return false;
-    return build_table(d, "llama2.c tokenizer", path, out, err);
+    *kind = "llama2.c tokenizer";
+    return conv::read_llama2c_tokenizer(path, n, d, err);
   }
   *err = "'" + path +
          "' is not a vocabulary this tool reads (GGUF, tokenizer.json, tiktoken rank file, "
          "llama2.c tokenizer.bin or a model file)";
   return false;
+}
+
+}  // namespace
+
+bool read_vocab_data(const std::string& path_in, conv::TokenizerData* out, std::string* kind,
+                     std::string* err) {
+  std::string path, head;
+  if (!vocab_head(path_in, &path, &head, err)) return false;
+  if (is_model_file(head)) {
+    *err = "'" + path + "' is a model file: give its source vocabulary (GGUF, tokenizer.json, "
+           "tiktoken rank file or llama2.c tokenizer.bin)";
+    return false;
+  }
+  return read_vocab_by_content(path, head, out, kind, err);
+}
+
+bool open_vocab_tokenizer(const std::string& path_in, CliTokenizer* out, std::string* err) {
+  std::string path, head, kind;
+  if (!vocab_head(path_in, &path, &head, err)) return false;
+  if (is_model_file(head)) return open_model_tokenizer(path, out, err);
+  conv::TokenizerData d;
+  if (!read_vocab_by_content(path, head, &d, &kind, err)) return false;
+  return build_table(d, kind, path, out, err);
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "convert/ir.h"
 #include "mapped_file.h"
 #include "model_generated.h"
 #include "ringlm/ringlm.h"
@@ -32,6 +33,11 @@ bool open_model_tokenizer(const std::string& path, CliTokenizer* out, std::strin
 // tokenizer.model), a llama2.c tokenizer.bin, or a ringlm model file. The table is built in
 // memory and checked with verify_tokenizer.
 bool open_vocab_tokenizer(const std::string& path, CliTokenizer* out, std::string* err);
+
+// Reads a vocabulary file as open_vocab_tokenizer recognises it (not a model file), into the
+// converter's form, e.g. for a synthetic model's --vocab; *kind names what it was read as.
+bool read_vocab_data(const std::string& path, ringlm::internal::conv::TokenizerData* out,
+                     std::string* kind, std::string* err);
 
 // The tokenizer of -m MODEL when `model_path` is given, else of --vocab FILE.
 inline bool open_cli_tokenizer(const std::string& model_path, const std::string& vocab_path,
