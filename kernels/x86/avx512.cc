@@ -9,8 +9,11 @@
 // accumulator at its negation (computed once per token and shared by all rows of the tile):
 //   Q8: u = w + 128 (w xor 0x80), sum(u x) - 128 sum(x) = sum(w x), exact for every int8 w, x
 //   Q4: u = v + 8 (nibble xor 8),  sum(u x) -   8 sum(x) = sum(v x)
-// The int32 lanes are converted and scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale).
-// Decode: 4 rows x 1 token, prefetching a fixed distance ahead; prefill: 4 rows x 4 tokens.
+// Q4 (and Q8 rows too wide for GroupedQ8's stack buffer): the int32 lanes are converted and
+// scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale); decode 4 rows x 1 token (Q8: one row at a
+// time, q8_decode_rows), prefill 4 rows x 4 tokens.
+// Q8: GroupedQ8 (below) finishes each group's integer sum in its own lane before converting:
+// decode one row at a time, many-token calls 2 rows x up to 8 tokens.
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -222,13 +225,270 @@ bool q8_decode_rows(const QuantMat& m, uint32_t r0, uint32_t r1) {
   return true;
 }
 
+// ---- Q8, the grouped walk: one int32 lane per group --------------------------------------------
+// The tiles above convert, scale and accumulate every 64-byte step of every (row, token) pair:
+// four vector ops per 64 multiply-adds, which bounds a many-token call (a speculative verification
+// pass of 1+K rows, prefill) at the compute side. This walk instead finishes each group's integer
+// dot product in its own int32 lane first: a block of 16 groups (512 bytes of a row) is loaded as
+// eight vectors and transposed by dwords (24 shuffles, per row and shared by every token of the
+// tile), so vector m holds dword m of all 16 groups; the activations are transposed the same way
+// once per call. Eight vpdpbusd then give the 16 group sums exactly, and one convert, one multiply
+// (the two scales) and one fma per 16 groups finish them: ~11 vector ops per row, token and 512
+// weight bytes instead of ~46.
+//
+// Lane L of a block vector holds group pi(L) = 2 (L & 7) + (L >> 3) of the block (what the
+// in-lane 8x8 transposes give). Tails: groups past the row are zero in weights, activations and
+// scales, so they add 0 x 0.
+//
+// Every output element takes the same operations in the same order whatever the tile shape
+// (exact int sums, then cvt, ws x xs, fma per block in block order, store_tile512 / hsum512), so
+// kMatmulExactRows costs nothing here, and a one-token call (decode) walks the same code.
+constexpr uint32_t kBlockGroups = 16;
+// Groups past the last whole block (SmolLM2's 576 columns: 18 groups = 1 block + 2) take the
+// tiles' pair step instead (one vpdpbusd per two groups, then convert, scale, fma; the lanes hold
+// 4-product partial sums of group g (0-7) and g+1 (8-15)): a transposed block of zeros would
+// cost a whole block for them.
+//
+// Prepared activations of one token: per whole block xt[8] (64 B each, lane L = dword m of group
+// pi(L)), int32 x 16: -128 x (sum of group pi(L)), float x 16: scale of group pi(L); then per
+// tail pair its 64 bytes as they are (the upper 32 zero when the pair has one group), int32 x 16:
+// -128 x (each lane's 4 bytes), float x 16: [scale g x 8 | scale g+1 x 8].
+constexpr size_t kPrepXt = 0, kPrepNeg = 512, kPrepScale = 576, kPrepBlockBytes = 640;
+constexpr size_t kPairNeg = 64, kPairScale = 128, kPrepPairBytes = 192;
+// Stack buffer for the prepared tokens of one chunk (a matmul over more tokens takes several
+// chunks, each reading the weights again: at 64 KiB a SmolLM2-shape row of 576 / 1536 columns
+// leaves 78 / 34 tokens per chunk). Worker stacks are 256 KiB (platform/threads.h).
+constexpr size_t kPrepBytes = 64 * 1024;
+
+inline __m512i pi_index() {
+  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
+// v[c] (c = 0..7): bytes [64c, 64c+64) of a block: lanes 0-7 group 2c, 8-15 group 2c+1, by dword.
+// Afterwards v[m]: lane L = dword m of group pi(L). Two 8x8 dword transposes, one per 256-bit half.
+inline void transpose_block(__m512i (&v)[8]) {
+  __m512i t[8], u[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {
+    u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k + 0], t[4 * k + 2]);  // dwords 0 | 4
+    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k + 0], t[4 * k + 2]);  // 1 | 5
+    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);  // 2 | 6
+    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);  // 3 | 7
+  }
+  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int m = 0; m < 4; ++m) {
+    v[m] = _mm512_permutex2var_epi64(u[m], lo, u[4 + m]);
+    v[m + 4] = _mm512_permutex2var_epi64(u[m], hi, u[4 + m]);
+  }
+}
+
+// The 64 bytes of tail pair k (groups 2k, 2k+1 from `g0`) of a row or activation row p; the upper
+// half zero when group 2k+1 is past the row's `groups`.
+inline __m512i load_pair(const void* p, uint32_t g0, uint32_t groups, uint32_t k) {
+  const uint8_t* q = static_cast<const uint8_t*>(p) + (static_cast<size_t>(g0) + 2 * k) * 32;
+  return g0 + 2 * k + 1 < groups ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi8(0xffffffffull, q);
+}
+
+// Prepares `n` tokens of x (token t at x.qs + t * x.stride) with `groups` groups each into P
+// (token t at P + t * p_stride).
+void prep_tokens(const QuantActs& x, uint32_t n, uint32_t groups, size_t p_stride, uint8_t* P) {
+  const uint32_t blocks = groups / kBlockGroups, g0 = blocks * kBlockGroups;
+  const uint32_t pairs = (groups - g0 + 1) / 2;
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i zero = _mm512_setzero_si512();
+  for (uint32_t t = 0; t < n; ++t) {
+    const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
+    const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
+    uint8_t* o = P + t * p_stride;
+    for (uint32_t b = 0; b < blocks; ++b, o += kPrepBlockBytes) {
+      __m512i v[8];
+      for (int c = 0; c < 8; ++c) v[c] = _mm512_loadu_si512(xq + b * 512 + 64 * c);
+      transpose_block(v);
+      __m512i sum = zero;
+      for (int m = 0; m < 8; ++m) {
+        _mm512_store_si512(o + kPrepXt + 64 * m, v[m]);
+        sum = _mm512_dpbusd_epi32(sum, offset, v[m]);
+      }
+      _mm512_store_si512(o + kPrepNeg, _mm512_sub_epi32(zero, sum));
+      const __m512 s = _mm512_loadu_ps(xs + b * kBlockGroups);
+      _mm512_store_ps(reinterpret_cast<float*>(o + kPrepScale), _mm512_permutexvar_ps(pi_index(), s));
+    }
+    for (uint32_t k = 0; k < pairs; ++k, o += kPrepPairBytes) {
+      const __m512i v = load_pair(xq, g0, groups, k);
+      _mm512_store_si512(o, v);
+      _mm512_store_si512(o + kPairNeg, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, v)));
+      const bool two = g0 + 2 * k + 1 < groups;
+      const __m512 s = _mm512_maskz_loadu_ps(two ? 0x3 : 0x1, xs + g0 + 2 * k);
+      _mm512_store_ps(reinterpret_cast<float*>(o + kPairScale),
+                      _mm512_permutexvar_ps(pair_index(0), s));
+    }
+  }
+}
+
+struct GroupedQ8 {
+  const uint8_t* W;    // row r at W + r * w_row_bytes
+  size_t w_row_bytes;
+  const uint16_t* WS;  // (rows, groups)
+  uint32_t groups;
+  uint32_t blocks;     // whole blocks of 16 groups
+  uint32_t pairs;      // tail pairs after them
+  const uint8_t* P;    // prepared token t at P + t * p_stride
+  size_t p_stride;
+  float* Y;            // token t, row r at Y[t * y_stride + r]
+  size_t y_stride;
+
+  // Rows [r, r+R) x tokens [t, t+T). The R x T integer sums of a block advance together, dword
+  // vector by dword vector (m outer), so their vpdpbusd chains overlap instead of each waiting
+  // on its own previous step; the transposed weights wait in a small stack buffer.
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512 acc[R][T];
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)
+      _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+    alignas(64) __m512i ut[R][8];  // row i's block, transposed, + 128
+    for (uint32_t b = 0; b < blocks; ++b) {
+      __m512 ws[R];
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {
+        const uint8_t* row = W + static_cast<size_t>(r + i) * w_row_bytes + static_cast<size_t>(b) * 512;
+        prefetch(row + kPrefetchBytes);
+        prefetch(row + 256 + kPrefetchBytes);
+        __m512i u[8];
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; ++c) u[c] = _mm512_loadu_si512(row + 64 * c);
+        transpose_block(u);
+        _Pragma("GCC unroll 8") for (int m = 0; m < 8; ++m) ut[i][m] = _mm512_xor_si512(u[m], offset);  // w + 128
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+            WS + static_cast<size_t>(r + i) * groups + b * kBlockGroups));
+        ws[i] = _mm512_permutexvar_ps(pi_index(), _mm512_cvtph_ps(h));
+      }
+      const uint8_t* pb[T];
+      __m512i d[R][T];
+      _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j) {
+        pb[j] = P + (t + j) * p_stride + static_cast<size_t>(b) * kPrepBlockBytes;
+        const __m512i neg = _mm512_load_si512(pb[j] + kPrepNeg);
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) d[i][j] = neg;
+      }
+      _Pragma("GCC unroll 8") for (int m = 0; m < 8; ++m) {
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {
+          const __m512i u = ut[i][m];
+          _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j)
+            d[i][j] = _mm512_dpbusd_epi32(d[i][j], u, _mm512_load_si512(pb[j] + kPrepXt + 64 * m));
+        }
+      }
+      _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j) {
+        const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb[j] + kPrepScale));
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[i][j]), _mm512_mul_ps(ws[i], xs), acc[i][j]);
+      }
+    }
+    const uint32_t g0 = blocks * kBlockGroups;
+    for (uint32_t k = 0; k < pairs; ++k) {
+      __m512i u[R];
+      __m512 ws[R];
+      const bool two = g0 + 2 * k + 1 < groups;
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {
+        const uint8_t* row = W + static_cast<size_t>(r + i) * w_row_bytes;
+        u[i] = _mm512_xor_si512(load_pair(row, g0, groups, k), offset);
+        const __m128i h = _mm_maskz_loadu_epi16(two ? 0x3 : 0x1,
+                                                WS + static_cast<size_t>(r + i) * groups + g0 + 2 * k);
+        ws[i] = _mm512_permutexvar_ps(pair_index(0), _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+      }
+      _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j) {
+        const uint8_t* pp = P + (t + j) * p_stride + static_cast<size_t>(blocks) * kPrepBlockBytes +
+                            static_cast<size_t>(k) * kPrepPairBytes;
+        const __m512i xv = _mm512_load_si512(pp);
+        const __m512i neg = _mm512_load_si512(pp + kPairNeg);
+        const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pp + kPairScale));
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {
+          const __m512i dd = _mm512_dpbusd_epi32(neg, u[i], xv);
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dd), _mm512_mul_ps(ws[i], xs), acc[i][j]);
+        }
+      }
+    }
+    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
+template <int R>
+inline void grouped_tile(const GroupedQ8& k, uint32_t r, uint32_t t, uint32_t width) {
+  switch (width) {
+    case 8: return k.tile<R, 8>(r, t);
+    case 7: return k.tile<R, 7>(r, t);
+    case 6: return k.tile<R, 6>(r, t);
+    case 5: return k.tile<R, 5>(r, t);
+    case 4: return k.tile<R, 4>(r, t);
+    case 3: return k.tile<R, 3>(r, t);
+    case 2: return k.tile<R, 2>(r, t);
+    case 1: return k.tile<R, 1>(r, t);
+    default: return;
+  }
+}
+
+// Tokens [0, n) of rows [r, r+R): the fewest tiles of at most 8 tokens (each transposes the rows'
+// blocks once), their widths balanced (9 tokens: 5 + 4, not 8 + 1, whose 1-token tile would have
+// two vpdpbusd chains to overlap).
+template <int R>
+inline void grouped_tokens(const GroupedQ8& k, uint32_t r, uint32_t n) {
+  const uint32_t tiles = (n + 7) / 8, base = n / tiles, extra = n % tiles;
+  uint32_t t = 0;
+  for (uint32_t i = 0; i < tiles; ++i) {
+    const uint32_t width = base + (i < extra ? 1 : 0);
+    grouped_tile<R>(k, r, t, width);
+    t += width;
+  }
+}
+
+// false when one token's prepared activations do not fit the stack buffer (rows wider than
+// ~52k columns): then the caller takes VnniQ8, for decode and many-token calls alike.
+bool q8_grouped(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                uint32_t r1) {
+  const uint32_t groups = w.row_stride / kQuantGroup;
+  const uint32_t blocks = groups / kBlockGroups;
+  const uint32_t pairs = (groups - blocks * kBlockGroups + 1) / 2;
+  const size_t per_token = blocks * kPrepBlockBytes + pairs * kPrepPairBytes;
+  if (per_token > kPrepBytes) return false;
+  alignas(64) uint8_t prep[kPrepBytes];
+  const uint32_t chunk = static_cast<uint32_t>(kPrepBytes / per_token);
+  GroupedQ8 k;
+  k.W = static_cast<const uint8_t*>(w.data);
+  k.w_row_bytes = w.row_stride;
+  k.WS = w.scales;
+  k.groups = groups;
+  k.blocks = blocks;
+  k.pairs = pairs;
+  k.P = prep;
+  k.p_stride = per_token;
+  k.y_stride = w.rows;
+  for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+    const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
+    const QuantActs xc{x.qs + static_cast<size_t>(t0) * x.stride,
+                       x.scales + static_cast<size_t>(t0) * (x.stride / kQuantGroup), x.stride};
+    prep_tokens(xc, nt, groups, per_token, prep);
+    k.Y = y + static_cast<size_t>(t0) * w.rows;
+    uint32_t r = r0;
+    if (nt == 1) {
+      for (; r < r1; ++r) k.tile<1, 1>(r, 0);  // decode: one row stream at a time
+      continue;
+    }
+    for (; r + 2 <= r1; r += 2) grouped_tokens<2>(k, r, nt);
+    if (r < r1) grouped_tokens<1>(k, r, nt);
+  }
+  return true;
+}
+
 }  // namespace
 
 void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
+  // Exact rows (kMatmulExactRows): both walks compute every row alike in any call shape, and
+  // which one runs depends on the row width only.
+  if (q8_grouped(w, x, n & ~kMatmulExactRows, y, r0, r1)) return;
   const VnniQ8 m = quant_mat<VnniQ8>(w, x, y);
   if (n == 1 && q8_decode_rows(m, r0, r1)) return;
-  // Exact rows (kMatmulExactRows): the tiles compute each row as q8_decode_rows does.
   drive<4, 4, 4>(m, n, r0, r1);
 }
 
