@@ -1,0 +1,94 @@
+#include "grammar/token_table.h"
+
+#include <string.h>
+
+#include <algorithm>
+
+#include "model_generated.h"
+#include "tokenizer.h"
+#include "tokenizer/limits.h"
+
+namespace ringlm::internal {
+
+namespace {
+
+// A token id that is not BOS, as `prev` for token_text: the bytes a token adds mid-text.
+int32_t mid_text_prev(const fb::Tokenizer* tok, uint32_t vocab) {
+  const int32_t bos = tok->bos_id();
+  return bos == 0 && vocab > 1 ? 1 : 0;
+}
+
+// Orders token ids by their bytes (memcmp, a prefix first), ties by id.
+struct ByBytes {
+  const uint8_t* bytes;
+  const uint32_t* offset;
+  bool operator()(int32_t a, int32_t b) const {
+    const uint32_t la = offset[a + 1] - offset[a], lb = offset[b + 1] - offset[b];
+    const int c = memcmp(bytes + offset[a], bytes + offset[b], la < lb ? la : lb);
+    if (c != 0) return c < 0;
+    if (la != lb) return la < lb;
+    return a < b;
+  }
+};
+
+}  // namespace
+
+Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, TokenTable* out,
+                          ErrorSink* err) {
+  RLM_CHECK(tok != nullptr && vocab > 0, RLM_ERR_INVALID_ARGUMENT, err,
+            "token table: no tokenizer");
+  const int32_t prev = mid_text_prev(tok, vocab);
+  // Total bytes first, in both modes: the table's size depends on it.
+  uint64_t total = 0;
+  uint32_t max_len = 0;
+  char piece[kMaxPieceBytes];
+  for (uint32_t id = 0; id < vocab; ++id) {
+    const size_t n = token_text(tok, prev, static_cast<int32_t>(id), piece, sizeof piece);
+    total += n;
+    if (n > max_len) max_len = static_cast<uint32_t>(n);
+  }
+  RLM_CHECK(total <= UINT32_MAX, RLM_ERR_MODEL_TOKENIZER, err,
+            "token table: the vocabulary's text is %llu bytes (over 4 GiB)",
+            static_cast<unsigned long long>(total));
+  uint8_t* bytes = a.alloc<uint8_t>(static_cast<size_t>(total), 1);
+  uint32_t* offset = a.alloc<uint32_t>(static_cast<size_t>(vocab) + 1);
+  int32_t* sorted = a.alloc<int32_t>(vocab);
+  uint16_t* lcp = a.alloc<uint16_t>(vocab);
+  out->vocab = vocab;
+  out->max_len = max_len;
+  if (a.measuring()) return RLM_OK;
+  RLM_CHECK(a.ok() && bytes && offset && sorted && lcp, RLM_ERR_BUFFER_TOO_SMALL, err,
+            "token table: the grammar's memory is too small (%zu bytes used so far)", a.used());
+
+  uint32_t at = 0;
+  for (uint32_t id = 0; id < vocab; ++id) {
+    offset[id] = at;
+    at += static_cast<uint32_t>(
+        token_text(tok, prev, static_cast<int32_t>(id), reinterpret_cast<char*>(bytes + at),
+                   static_cast<size_t>(total - at)));
+    sorted[id] = static_cast<int32_t>(id);
+  }
+  offset[vocab] = at;
+  std::sort(sorted, sorted + vocab, ByBytes{bytes, offset});
+  uint32_t n_empty = 0;
+  for (uint32_t i = 0; i < vocab; ++i) {
+    const int32_t id = sorted[i];
+    if (offset[id + 1] == offset[id]) ++n_empty;
+    uint32_t l = 0;
+    if (i > 0) {
+      const int32_t p = sorted[i - 1];
+      const uint32_t lp = offset[p + 1] - offset[p], li = offset[id + 1] - offset[id];
+      const uint32_t m = lp < li ? lp : li;
+      while (l < m && bytes[offset[p] + l] == bytes[offset[id] + l]) ++l;
+    }
+    lcp[i] = static_cast<uint16_t>(l);  // <= kMaxPieceBytes
+  }
+  out->bytes = bytes;
+  out->offset = offset;
+  out->sorted = sorted;
+  out->lcp = lcp;
+  out->n_empty = n_empty;
+  return RLM_OK;
+}
+
+}  // namespace ringlm::internal
