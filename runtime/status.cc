@@ -60,6 +60,7 @@ extern "C" const char* rlm_status_string(rlm_status status) {
     RLM_CASE(RLM_ERR_MODEL_UNSUPPORTED)
     RLM_CASE(RLM_ERR_INTERNAL)
     RLM_CASE(RLM_ERR_NO_CANDIDATES)
+    RLM_CASE(RLM_ERR_GRAMMAR)
 #undef RLM_CASE
   }
   return "RLM_ERR_UNKNOWN";

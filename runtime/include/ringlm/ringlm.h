@@ -57,6 +57,8 @@ typedef enum rlm_status {
   RLM_ERR_NO_CANDIDATES = 14,     /* rlm_step: no token can be sampled, every logit is -inf or
                                      NaN after logit bias and penalties (all tokens banned, or
                                      the model produced NaN); see rlm_step */
+  RLM_ERR_GRAMMAR = 15,           /* grammar (GBNF) or JSON Schema text invalid, or beyond a
+                                     limit: the message names line:column and what was expected */
   /* Values are never renumbered; new statuses take the next free value of their group. */
   /* Model verification failures (rlm_model_open). */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */

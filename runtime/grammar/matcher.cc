@@ -1,0 +1,397 @@
+#include "grammar/matcher.h"
+
+#include <string.h>
+
+namespace ringlm::internal {
+
+namespace {
+
+uint64_t hash_frames(const MatchFrame* f, uint32_t n) {
+  uint64_t h = 0xcbf29ce484222325ull ^ n;
+  for (uint32_t k = 0; k < n; ++k) {
+    h ^= f[k].pos;
+    h *= 0x100000001b3ull;
+    h ^= f[k].count + 0x9e3779b9u;
+    h *= 0x100000001b3ull;
+  }
+  return h ? h : 1;  // 0 marks a free slot in `seen`
+}
+
+// Does the set starting at e take code point cp? *after: the element past the set.
+bool set_matches(const GbnfElem* e, uint32_t cp, uint32_t* after_len) {
+  if (e->type == kCharAny) {
+    *after_len = 1;
+    return true;
+  }
+  const bool negated = e->type == kCharNot;
+  bool found = false;
+  const GbnfElem* p = e;
+  do {
+    if (p[1].type == kCharRngUpper) {
+      if (p->value <= cp && cp <= p[1].value) found = true;
+      p += 2;
+    } else {
+      if (p->value == cp) found = true;
+      p += 1;
+    }
+  } while (p->type == kCharAlt);
+  *after_len = static_cast<uint32_t>(p - e);
+  return found != negated;
+}
+
+// Could the set starting at e take some code point in [lo, hi]? (For a pending partial code
+// point; a negated set is taken to allow one unless a single item covers the whole range.)
+bool set_intersects(const GbnfElem* e, uint32_t lo, uint32_t hi) {
+  if (e->type == kCharAny) return true;
+  const bool negated = e->type == kCharNot;
+  const GbnfElem* p = e;
+  do {
+    uint32_t a = p->value, b = p->value;
+    if (p[1].type == kCharRngUpper) {
+      b = p[1].value;
+      p += 2;
+    } else {
+      p += 1;
+    }
+    if (!negated && a <= hi && lo <= b) return true;
+    if (negated && a <= lo && hi <= b) return false;
+  } while (p->type == kCharAlt);
+  return negated;
+}
+
+struct Expander {
+  Matcher* m;
+  const Grammar* g;
+  ErrorSink* err;
+  bool full = false;
+
+  void clear_seen() { memset(m->seen, 0, sizeof(uint64_t) * m->seen_cap); }
+
+  // true when the configuration was new (and is now recorded).
+  bool first_visit(uint64_t h) {
+    uint32_t mask = m->seen_cap - 1, k = static_cast<uint32_t>(h) & mask;
+    for (uint32_t probe = 0; probe < m->seen_cap; ++probe, k = (k + 1) & mask) {
+      if (m->seen[k] == h) return false;
+      if (m->seen[k] == 0) {
+        m->seen[k] = h;
+        return true;
+      }
+    }
+    full = true;  // the table is full: the budget is exhausted
+    return false;
+  }
+
+  // Appends frames f[0, n) as a stack of `s` (dedup against its stacks when `dedup`).
+  bool push_stack(StackSet* s, const MatchFrame* f, uint32_t n, bool dedup) {
+    const uint64_t h = hash_frames(f, n);
+    if (dedup) {
+      for (uint32_t k = 0; k < s->n_stacks; ++k) {
+        if (s->hash[k] == h && s->len[k] == n &&
+            memcmp(s->frames + s->off[k], f, n * sizeof(MatchFrame)) == 0) {
+          return true;
+        }
+      }
+    }
+    if (s->n_stacks >= m->cap_stacks || s->n_frames + n > m->cap_frames) {
+      full = true;
+      return false;
+    }
+    memcpy(s->frames + s->n_frames, f, n * sizeof(MatchFrame));
+    s->off[s->n_stacks] = s->n_frames;
+    s->len[s->n_stacks] = n;
+    s->hash[s->n_stacks] = h;
+    s->n_frames += n;
+    ++s->n_stacks;
+    return true;
+  }
+
+  // Appends configuration f[0, n) to todo, its top frame replaced by `top`.
+  bool push_todo(const MatchFrame* f, uint32_t n, MatchFrame top) {
+    StackSet& todo = m->todo;
+    if (todo.n_stacks >= m->cap_stacks || todo.n_frames + n > m->cap_frames) {
+      full = true;
+      return false;
+    }
+    MatchFrame* d = todo.frames + todo.n_frames;
+    memcpy(d, f, (n - 1) * sizeof(MatchFrame));
+    d[n - 1] = top;
+    todo.off[todo.n_stacks] = todo.n_frames;
+    todo.len[todo.n_stacks] = n;
+    ++todo.n_stacks;
+    todo.n_frames += n;
+    return true;
+  }
+
+  // For each alternative of `rule`: a todo entry = w[0, len) plus a frame at the alternative's
+  // first element.
+  void push_alternatives(const MatchFrame* w, uint32_t len, uint32_t rule) {
+    uint32_t pos = g->rule_start[rule];
+    for (;;) {
+      if (!push_todo(w, len + 1, MatchFrame{pos, 0})) return;
+      while (g->elems[pos].type != kAlt && g->elems[pos].type != kEnd) ++pos;
+      if (g->elems[pos].type == kEnd) return;
+      ++pos;
+    }
+  }
+
+  // Expands configuration f[0, n) (n >= 1) into terminal-topped (or empty) stacks of m->next.
+  // Depth first over a todo list; each popped configuration is copied into `work`, and todo's
+  // frames shrink back as entries are popped (LIFO), so the list holds only live entries.
+  void expand(const MatchFrame* f, uint32_t n) {
+    StackSet& todo = m->todo;
+    todo.n_frames = todo.n_stacks = 0;
+    if (!push_todo(f, n, f[n - 1])) return;
+    MatchFrame* w = m->work;
+    while (todo.n_stacks > 0 && !full) {
+      const uint32_t k = --todo.n_stacks;
+      uint32_t len = todo.len[k];
+      memcpy(w, todo.frames + todo.off[k], len * sizeof(MatchFrame));
+      todo.n_frames = todo.off[k];
+      for (;;) {
+        if (len == 0) {
+          push_stack(&m->next, w, 0, true);
+          break;
+        }
+        const GbnfElem& e = g->elems[w[len - 1].pos];
+        if (e.type >= kChar && e.type <= kCharAny) {
+          push_stack(&m->next, w, len, true);
+          break;
+        }
+        if (!first_visit(hash_frames(w, len))) break;
+        if (e.type == kEnd || e.type == kAlt) {
+          --len;  // the rule is done: continue in the caller's frame
+          continue;
+        }
+        if (e.type == kRuleRef) {
+          // Continue after the reference once the rule is done; one configuration per
+          // alternative of the rule.
+          w[len - 1] = MatchFrame{w[len - 1].pos + 1, 0};
+          push_alternatives(w, len, e.value);
+          break;
+        }
+        // kRepeat: another repetition (below max) and/or moving past it (at least min, or the
+        // body can match nothing, which makes min reachable without input).
+        const uint32_t c = w[len - 1].count;
+        const bool can_skip = c >= e.min || g->nullable[e.value];
+        const bool can_repeat = c < e.max;
+        if (can_repeat) {
+          if (can_skip && !push_todo(w, len, MatchFrame{w[len - 1].pos + 1, 0})) break;
+          w[len - 1].count = c + 1;
+          push_alternatives(w, len, e.value);
+          break;
+        }
+        w[len - 1] = MatchFrame{w[len - 1].pos + 1, 0};
+      }
+    }
+  }
+};
+
+void swap_sets(Matcher* m) {
+  StackSet t = m->cur;
+  m->cur = m->next;
+  m->next = t;
+}
+
+uint32_t utf8_need(uint8_t b) {
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return 2;
+  if (b >= 0xE0 && b <= 0xEF) return 3;
+  if (b >= 0xF0 && b <= 0xF4) return 4;
+  return 0;
+}
+
+// Is byte b a valid continuation at index `idx` of a sequence starting with `lead`?
+bool utf8_cont_ok(uint8_t lead, uint32_t idx, uint8_t b) {
+  uint8_t lo = 0x80, hi = 0xBF;
+  if (idx == 1) {
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  }
+  return b >= lo && b <= hi;
+}
+
+}  // namespace
+
+void matcher_layout(Arena& a, const Grammar* g, size_t state_bytes, Matcher* m) {
+  if (state_bytes < kMatcherMinBytes) state_bytes = kMatcherMinBytes;
+  // Per stack: 3 sets x (off 4 + len 4 + hash 8 + 8 frames x 8) + work 8 frames x 8 + seen
+  // 2 x 8 = 320 bytes.
+  uint32_t stacks = static_cast<uint32_t>(state_bytes / 320);
+  uint32_t seen = 1;
+  while (seen < 2 * stacks) seen <<= 1;
+  m->g = g;
+  m->cap_stacks = stacks;
+  m->cap_frames = 8 * stacks;
+  StackSet* sets[3] = {&m->cur, &m->next, &m->todo};
+  for (StackSet* s : sets) {
+    s->frames = a.alloc<MatchFrame>(m->cap_frames, 8);
+    s->off = a.alloc<uint32_t>(stacks, 8);
+    s->len = a.alloc<uint32_t>(stacks, 8);
+    s->hash = a.alloc<uint64_t>(stacks, 8);
+    s->n_frames = s->n_stacks = 0;
+  }
+  m->work = a.alloc<MatchFrame>(m->cap_frames, 8);
+  m->seen = a.alloc<uint64_t>(seen, 8);
+  m->seen_cap = seen;
+  m->pending = 0;
+  m->pending_len = m->pending_need = m->pending_lead = 0;
+}
+
+Status matcher_reset(Matcher* m, ErrorSink* err) {
+  m->next.n_frames = m->next.n_stacks = 0;
+  m->pending = 0;
+  m->pending_len = m->pending_need = m->pending_lead = 0;
+  Expander x{m, m->g, err};
+  x.clear_seen();
+  // Each alternative of root as its own one-frame configuration: when it ends, the stack is
+  // empty (the grammar is complete).
+  uint32_t pos = m->g->rule_start[m->g->root];
+  for (;;) {
+    const MatchFrame f{pos, 0};
+    x.expand(&f, 1);
+    if (x.full) break;
+    while (m->g->elems[pos].type != kAlt && m->g->elems[pos].type != kEnd) ++pos;
+    if (m->g->elems[pos].type == kEnd) break;
+    ++pos;
+  }
+  RLM_CHECK(!x.full, RLM_ERR_CAPACITY, err,
+            "grammar state budget (%u stacks, %u frames) exceeded at the start", m->cap_stacks,
+            m->cap_frames);
+  swap_sets(m);
+  return RLM_OK;
+}
+
+Status matcher_accept_cp(Matcher* m, uint32_t cp, bool* accepted, ErrorSink* err) {
+  *accepted = false;
+  m->next.n_frames = m->next.n_stacks = 0;
+  Expander x{m, m->g, err};
+  x.clear_seen();
+  const StackSet& cur = m->cur;
+  for (uint32_t k = 0; k < cur.n_stacks && !x.full; ++k) {
+    const uint32_t len = cur.len[k];
+    if (len == 0) continue;
+    const MatchFrame* f = cur.frames + cur.off[k];
+    uint32_t after = 0;
+    if (!set_matches(m->g->elems + f[len - 1].pos, cp, &after)) continue;
+    // The stack with its top moved past the set (built in `work`; expand copies it to todo
+    // before it reuses `work`).
+    memcpy(m->work, f, len * sizeof(MatchFrame));
+    m->work[len - 1] = MatchFrame{f[len - 1].pos + after, 0};
+    x.expand(m->work, len);
+  }
+  RLM_CHECK(!x.full, RLM_ERR_CAPACITY, err,
+            "grammar state budget (%u stacks, %u frames) exceeded: the grammar keeps too many "
+            "parses open here; give it more state memory",
+            m->cap_stacks, m->cap_frames);
+  if (m->next.n_stacks == 0) return RLM_OK;  // rejected: cur unchanged
+  swap_sets(m);
+  *accepted = true;
+  return RLM_OK;
+}
+
+Status matcher_accept_bytes(Matcher* m, const uint8_t* bytes, size_t n, bool* accepted,
+                            size_t* n_used, ErrorSink* err) {
+  size_t k = 0;
+  Status st = RLM_OK;
+  for (; k < n; ++k) {
+    const uint8_t b = bytes[k];
+    if (m->pending_len == 0) {
+      const uint32_t need = utf8_need(b);
+      if (need == 0) break;  // not a UTF-8 lead byte
+      if (need == 1) {
+        bool ok = false;
+        st = matcher_accept_cp(m, b, &ok, err);
+        if (st != RLM_OK || !ok) break;
+        continue;
+      }
+      m->pending = b & (need == 2 ? 0x1Fu : need == 3 ? 0x0Fu : 0x07u);
+      m->pending_len = 1;
+      m->pending_need = static_cast<uint8_t>(need);
+      m->pending_lead = b;
+      if (!matcher_viable(*m)) {
+        m->pending = 0;
+        m->pending_len = m->pending_need = m->pending_lead = 0;
+        break;
+      }
+      continue;
+    }
+    if (!utf8_cont_ok(m->pending_lead, m->pending_len, b)) break;
+    const uint32_t saved = m->pending;
+    const uint8_t saved_len = m->pending_len;
+    const uint32_t value = (saved << 6) | (b & 0x3Fu);
+    if (saved_len + 1u == m->pending_need) {
+      const uint8_t saved_need = m->pending_need, saved_lead = m->pending_lead;
+      m->pending = 0;
+      m->pending_len = m->pending_need = m->pending_lead = 0;
+      bool ok = false;
+      st = matcher_accept_cp(m, value, &ok, err);
+      if (st != RLM_OK || !ok) {
+        m->pending = saved;
+        m->pending_len = saved_len;
+        m->pending_need = saved_need;
+        m->pending_lead = saved_lead;
+        break;
+      }
+      continue;
+    }
+    m->pending = value;
+    m->pending_len = static_cast<uint8_t>(saved_len + 1);
+    if (!matcher_viable(*m)) {
+      m->pending = saved;
+      m->pending_len = saved_len;
+      break;
+    }
+  }
+  *n_used = k;
+  *accepted = st == RLM_OK && k == n;
+  return st;
+}
+
+bool matcher_can_end(const Matcher& m) {
+  if (m.pending_len) return false;
+  for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
+    if (m.cur.len[k] == 0) return true;
+  }
+  return false;
+}
+
+bool matcher_is_done(const Matcher& m) {
+  if (m.pending_len) return false;
+  for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
+    if (m.cur.len[k] != 0) return false;
+  }
+  return m.cur.n_stacks > 0;
+}
+
+bool matcher_viable(const Matcher& m) {
+  uint32_t lo = 0, hi = 0;
+  if (m.pending_len) {
+    const uint32_t rem = m.pending_need - m.pending_len;
+    lo = m.pending << (6 * rem);
+    hi = lo | ((1u << (6 * rem)) - 1);
+  }
+  for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
+    const uint32_t len = m.cur.len[k];
+    if (len == 0) continue;
+    if (!m.pending_len) return true;
+    if (set_intersects(m.g->elems + m.cur.frames[m.cur.off[k] + len - 1].pos, lo, hi)) return true;
+  }
+  return false;
+}
+
+void matcher_copy(const Matcher& from, Matcher* to) {
+  to->cur.n_frames = from.cur.n_frames;
+  to->cur.n_stacks = from.cur.n_stacks;
+  memcpy(to->cur.frames, from.cur.frames, from.cur.n_frames * sizeof(MatchFrame));
+  memcpy(to->cur.off, from.cur.off, from.cur.n_stacks * sizeof(uint32_t));
+  memcpy(to->cur.len, from.cur.len, from.cur.n_stacks * sizeof(uint32_t));
+  memcpy(to->cur.hash, from.cur.hash, from.cur.n_stacks * sizeof(uint64_t));
+  to->pending = from.pending;
+  to->pending_len = from.pending_len;
+  to->pending_need = from.pending_need;
+  to->pending_lead = from.pending_lead;
+}
+
+}  // namespace ringlm::internal

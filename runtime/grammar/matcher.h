@@ -1,0 +1,94 @@
+// The GBNF recognizer (#15): which texts a compiled grammar (gbnf.h) accepts, code point by code
+// point, in a fixed memory budget.
+//
+// State: a set of parser stacks. A stack is a sequence of frames (an element position to continue
+// at, and a repetition count for kRepeat frames); its top is always a character set ready to
+// match the next code point, or the stack is empty: the grammar is complete on that path.
+// Advancing by a code point keeps the stacks whose top set matches it, moves past the set and
+// expands rule references, alternatives and repetitions until every stack is topped by a set
+// again. Stacks are deduplicated, and every expansion step is memoised by the configuration it
+// starts from (a 64-bit hash), so a grammar like `x? x? x? ...` costs linear work per code
+// point, not exponential. Left recursion and unbounded repetition of something that can match
+// nothing are refused at compile time, so expansion always ends.
+//
+// Memory: everything in a caller budget (matcher_layout: state_bytes, split into the current
+// set, the next one and the expansion's scratch). A set that outgrows it is RLM_ERR_CAPACITY
+// ("grammar state budget"), never an overrun; the state is then unchanged.
+//
+// UTF-8: matcher_accept_bytes takes bytes; a code point split across calls waits in the state
+// until complete (`pending`). A prefix check (matcher_viable) accepts pending bytes when some
+// stack could still match a code point that starts with them.
+#ifndef RINGLM_RUNTIME_GRAMMAR_MATCHER_H_
+#define RINGLM_RUNTIME_GRAMMAR_MATCHER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "grammar/gbnf.h"
+#include "status.h"
+
+namespace ringlm::internal {
+
+struct MatchFrame {
+  uint32_t pos;    // element index to continue at
+  uint32_t count;  // repetitions done (when elems[pos] is kRepeat), else 0
+};
+
+// A set of stacks: stack k is frames[off[k], off[k] + len[k]), top last.
+struct StackSet {
+  MatchFrame* frames = nullptr;  // (cap_frames)
+  uint32_t* off = nullptr;       // (cap_stacks)
+  uint32_t* len = nullptr;       // (cap_stacks)
+  uint64_t* hash = nullptr;      // (cap_stacks) of each stack's frames
+  uint32_t n_frames = 0, n_stacks = 0;
+};
+
+struct Matcher {
+  const Grammar* g = nullptr;
+  uint32_t cap_frames = 0, cap_stacks = 0;
+  StackSet cur, next, todo;    // todo: configurations waiting to be expanded
+  MatchFrame* work = nullptr;  // (cap_frames) the configuration being expanded
+  uint64_t* seen = nullptr;    // (seen_cap) open-addressing set of expanded configurations
+  uint32_t seen_cap = 0;       // power of two
+  uint32_t pending = 0;        // bits of an incomplete UTF-8 sequence
+  uint8_t pending_len = 0;     // its bytes so far (0: none)
+  uint8_t pending_need = 0;    // its total length
+  uint8_t pending_lead = 0;    // its first byte
+};
+
+// Smallest state budget matcher_layout takes.
+constexpr size_t kMatcherMinBytes = 4096;
+
+// Lays out a matcher for `g` with `state_bytes` of state (>= kMatcherMinBytes) in `a`. After a
+// real layout, call matcher_reset. Owns nothing; `g` must outlive it.
+void matcher_layout(Arena& a, const Grammar* g, size_t state_bytes, Matcher* m);
+
+// The start state (before any input). RLM_ERR_CAPACITY when even it does not fit.
+Status matcher_reset(Matcher* m, ErrorSink* err);
+
+// Feeds bytes. *accepted = false when byte `*n_used` (0-based) cannot continue the text: the
+// state is then as before that byte (bytes before it were consumed). Invalid UTF-8 is rejected
+// like any byte the grammar cannot take. RLM_ERR_CAPACITY when the state outgrows the budget
+// (state as before the failing code point).
+Status matcher_accept_bytes(Matcher* m, const uint8_t* bytes, size_t n, bool* accepted,
+                            size_t* n_used, ErrorSink* err);
+
+// Feeds one code point (no UTF-8 pending). *accepted as above; unchanged state when false.
+Status matcher_accept_cp(Matcher* m, uint32_t cp, bool* accepted, ErrorSink* err);
+
+// The text so far is a complete sentence of the grammar (no partial code point pending).
+bool matcher_can_end(const Matcher& m);
+// Complete, and nothing may follow: every stack is empty.
+bool matcher_is_done(const Matcher& m);
+// Some continuation exists: a stack is non-empty, and with a code point pending, some stack's
+// top set can take a code point that starts with the pending bytes.
+bool matcher_viable(const Matcher& m);
+
+// Copies the state (stacks and pending bytes) of `from` into `to`, laid out for the same grammar
+// with the same budget.
+void matcher_copy(const Matcher& from, Matcher* to);
+
+}  // namespace ringlm::internal
+
+#endif  // RINGLM_RUNTIME_GRAMMAR_MATCHER_H_
