@@ -265,10 +265,9 @@ void same_len(Out& o, const char* A, const char* B, int L) {
   if (!low_zero) {
     o.put('"');
     o.put(x);
-    o.puts("\" (");
+    o.puts("\" ");
     memset(bound, '9', static_cast<size_t>(r));
     same_len(o, A + i + 1, bound, r);
-    o.put(')');
     first = false;
   }
   if (mid_lo <= mid_hi) {
@@ -282,10 +281,9 @@ void same_len(Out& o, const char* A, const char* B, int L) {
     if (!first) o.puts(" | ");
     o.put('"');
     o.put(y);
-    o.puts("\" (");
+    o.puts("\" ");
     memset(bound, '0', static_cast<size_t>(r));
     same_len(o, bound, B + i + 1, r);
-    o.put(')');
   }
   if (alts > 1) o.put(')');
 }
@@ -434,6 +432,8 @@ struct Compiler {
   uint32_t n_rules = 0;
   uint32_t names_used = 0;
   uint32_t prims = 0;  // Prim bits used
+  char stem_buf_[kMaxName];  // the last $ref segment resolved (rule names use at most kMaxName)
+  size_t stem_len_ = 0;
 
   const JsonNode& N(uint32_t i) const { return d->nodes[i]; }
   uint32_t find(uint32_t obj, const char* key) const { return json_find(*d, obj, key); }
@@ -686,8 +686,11 @@ struct Compiler {
         return kErrGrammar;
       }
       cur = next;
-      *stem = r + seg;
-      *stem_len = i - seg;
+      // Named after the unescaped segment (a copy: `key` is local).
+      stem_len_ = kl < sizeof stem_buf_ ? kl : sizeof stem_buf_;
+      memcpy(stem_buf_, key, stem_len_);
+      *stem = stem_buf_;
+      *stem_len = stem_len_;
     }
     *out = cur;
     return RLM_OK;
