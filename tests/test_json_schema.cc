@@ -245,6 +245,12 @@ std::string ok(const std::string& schema) {
   return c.gbnf;
 }
 
+void expect_error(const std::string& schema, rlm_status status, const std::string& message) {
+  const Compiled c = compile(schema);
+  EXPECT_EQ(c.status, status) << schema;
+  EXPECT_NE(c.error.find(message), std::string::npos) << schema << " -> " << c.error;
+}
+
 const char kString[] = "string ::= \"\\\"\" char* \"\\\"\"\n";
 const char kChar[] =
     "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n";
@@ -317,7 +323,12 @@ TEST(JsonSchema, AdditionalProperties) {
   const std::string g = ok(R"({"properties": {"a": {"type": "integer"}}, "required": ["a"],
                                "additionalProperties": {"type": "string"}})");
   EXPECT_NE(g.find("root ::= \"{\" ws root-a-kv (\",\" ws root-additional-kv)* \"}\"\n"), std::string::npos) << g;
-  EXPECT_NE(g.find("root-additional-kv ::= string ws \":\" ws string ws\n"), std::string::npos) << g;
+  EXPECT_NE(g.find("root-additional-kv ::= \"\\\"\" ([^a\\x22"), std::string::npos) << g;
+  EXPECT_NE(g.find("\"\\\"\" ws \":\" ws string ws\n"), std::string::npos) << g;
+  // Without declared properties the key is any string.
+  EXPECT_NE(ok(R"({"type": "object", "additionalProperties": {"type": "integer"}})")
+                .find("root-additional-kv ::= string ws \":\" ws integer ws\n"),
+            std::string::npos);
   // No properties: {"type": "object"} is any object, additionalProperties false the empty one.
   EXPECT_NE(ok(R"({"type": "object"})").find("root ::= object\n"), std::string::npos);
   EXPECT_EQ(ok(R"({"type": "object", "additionalProperties": false})"),
@@ -325,6 +336,55 @@ TEST(JsonSchema, AdditionalProperties) {
   EXPECT_NE(ok(R"({"type": "object", "additionalProperties": true})")
                 .find("root ::= \"{\" ws (root-additional-kv (\",\" ws root-additional-kv)*)? \"}\"\n"),
             std::string::npos);
+}
+
+// The key of an additional property never equals a declared name (so the object never holds a
+// duplicate key): the key expression, made an ECMAScript regex, checked over many strings.
+TEST(JsonSchema, AdditionalKeysExcludeDeclaredNames) {
+  const std::vector<std::string> names = {"a", "ab", "ac", "bcd", "b", "id", "idx", "q\"x"};
+  std::string schema = R"({"properties": {)";
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string esc;
+    for (char c : names[i]) esc += c == '"' ? std::string("\\\"") : std::string(1, c);
+    schema += (i ? ", \"" : "\"") + esc + "\": {}";
+  }
+  schema += R"(}, "additionalProperties": {"type": "integer"}})";
+  const std::string g = ok(schema);
+  const std::string head = "root-additional-kv ::= \"\\\"\" ";
+  const size_t at = g.find(head);
+  ASSERT_NE(at, std::string::npos) << g;
+  const size_t end = g.find(" \"\\\"\" ws \":\"", at);
+  ASSERT_NE(end, std::string::npos) << g;
+  std::string re;
+  bool in_class = false;
+  for (size_t i = at + head.size(); i < end; ++i) {
+    const char c = g[i];
+    if (c == '[') in_class = true;
+    if (c == ']') in_class = false;
+    if (!in_class && (c == '"' || c == ' ')) continue;
+    re += c;
+  }
+  const std::regex key(re);
+  const char alphabet[] = {'a', 'b', 'c', 'd', 'i', 'x', 'q', 'z'};
+  int checked = 0;
+  for (int len = 0; len <= 4; ++len) {
+    int total = 1;
+    for (int k = 0; k < len; ++k) total *= 8;
+    for (int code = 0; code < total; ++code) {
+      std::string s;
+      for (int k = 0, c = code; k < len; ++k, c /= 8) s += alphabet[c % 8];
+      const bool declared = std::find(names.begin(), names.end(), s) != names.end();
+      ASSERT_EQ(std::regex_match(s, key), !declared) << "key '" << s << "'\n" << re;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 4000);
+  // Escapes, quotes and controls are not allowed in additional keys.
+  EXPECT_FALSE(std::regex_match(std::string("z\\n"), key));
+  EXPECT_FALSE(std::regex_match(std::string("z\""), key));
+  // Names longer than 32 characters next to additionalProperties are refused, by name.
+  expect_error(R"({"properties": {")" + std::string(33, 'n') + R"(": {}}, "additionalProperties": true})",
+               kErrGrammar, "longer than 32 characters is not supported at /");
 }
 
 TEST(JsonSchema, Arrays) {
@@ -429,11 +489,6 @@ TEST(JsonSchema, DeterministicAndRuleNamesSanitized) {
   EXPECT_NE(a.find("\"\\\"über\\\"\""), std::string::npos) << a;
 }
 
-void expect_error(const std::string& schema, rlm_status status, const std::string& message) {
-  const Compiled c = compile(schema);
-  EXPECT_EQ(c.status, status) << schema;
-  EXPECT_NE(c.error.find(message), std::string::npos) << schema << " -> " << c.error;
-}
 
 TEST(JsonSchema, EveryUnsupportedKeywordIsNamedWithItsPath) {
   const char* kws[] = {

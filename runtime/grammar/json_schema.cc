@@ -195,6 +195,36 @@ uint32_t next_cp(const uint8_t* s, size_t n, size_t* i) {
   return cp;
 }
 
+bool json_special(uint32_t cp) { return cp < 0x20 || cp == '"' || cp == '\\' || cp == 0x7F; }
+
+// A code point inside a GBNF [class]: metacharacters and controls as \xHH, the rest raw UTF-8.
+void class_cp(Out& o, uint32_t cp) {
+  if (cp < 0x20 || cp == 0x7F || cp == '[' || cp == ']' || cp == '\\' || cp == '-' || cp == '^' ||
+      cp == '"') {
+    o.puts("\\x");
+    o.put_hex2(cp);
+    return;
+  }
+  char tmp[4];
+  size_t n = 0;
+  if (cp < 0x80) {
+    tmp[n++] = static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    tmp[n++] = static_cast<char>(0xC0 | (cp >> 6));
+    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    tmp[n++] = static_cast<char>(0xE0 | (cp >> 12));
+    tmp[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    tmp[n++] = static_cast<char>(0xF0 | (cp >> 18));
+    tmp[n++] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    tmp[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  o.put(tmp, n);
+}
+
 // ---- integer ranges ------------------------------------------------------------------------
 
 int u64_digits(uint64_t v, char* d) {
@@ -370,6 +400,7 @@ struct Tables {
   uint32_t* hash;  // rule id + 1, 0 = empty; open addressing
   uint32_t hash_mask;
   uint32_t* node_rule;  // [doc.count] kMain rule of each schema node, or kJsonNone
+  uint32_t* order;      // [doc.count] property members sorted by key (additional-key grammar)
 };
 
 // Every schema node yields at most one kMain rule, every property one kKv and one kRest, every
@@ -385,7 +416,12 @@ void layout_tables(Arena& a, uint32_t n_nodes, Tables* t) {
   t->hash = a.alloc<uint32_t>(hcap, alignof(uint32_t));
   t->hash_mask = static_cast<uint32_t>(hcap - 1);
   t->node_rule = a.alloc<uint32_t>(n_nodes, alignof(uint32_t));
+  t->order = a.alloc<uint32_t>(n_nodes, alignof(uint32_t));
 }
+
+// Longest declared property name (in characters) next to additionalProperties: the key grammar
+// that excludes declared names nests one group per character.
+constexpr uint32_t kMaxExcludedKey = 32;
 
 uint32_t fnv(const char* s, size_t n) {
   uint32_t h = 2166136261u;
@@ -1057,6 +1093,7 @@ struct Compiler {
         return fail_at(s, "must be a boolean or a schema:", "additionalProperties");
       }
       RLM_RETURN_IF_ERROR(new_rule(kAddKv, addl, self, "additional", 10, "-kv", &add));
+      t.rules[add].obj = s;
     }
     // f: first required index, else the last property (all optional).
     uint32_t f = k == 0 ? 0 : k - 1;
@@ -1301,8 +1338,8 @@ struct Compiler {
         break;
       }
       case kAddKv:
-        prims |= bit(kPString);
-        o.puts("string ws \":\" ws ");
+        RLM_RETURN_IF_ERROR(additional_key(r.obj));
+        o.puts(" ws \":\" ws ");
         if (N(r.node).type == kJsonTrue) put_prim(kPValue);
         else RLM_RETURN_IF_ERROR(ref(r.node, id, "value"));
         o.puts(" ws");
@@ -1311,6 +1348,122 @@ struct Compiler {
         break;
     }
     o.put('\n');
+    return RLM_OK;
+  }
+
+  // ---- keys of additional properties ----
+  //
+  // An additional key must differ from every declared property name, or the object would hold
+  // a duplicate key. Additional keys are written without escapes (so raw text equals the decoded
+  // key, and a declared name cannot come back as "\u0061"-style spelling), and the grammar is a
+  // trie over the declared names sorted by key: at each prefix, either a character that no name
+  // continues with (then anything), or a name's next character (then the rest of the trie), or
+  // the end — unless the prefix is itself a name. Names with characters JSON must escape cannot
+  // collide with escape-free keys and are left out. Output is linear in the names' total length;
+  // recursion and group nesting are one level per character, at most kMaxExcludedKey.
+
+  bool key_less(uint32_t a, uint32_t b) const {
+    const JsonNode& x = N(a);
+    const JsonNode& y = N(b);
+    const uint32_t m = x.key_len < y.key_len ? x.key_len : y.key_len;
+    const int c = m ? memcmp(json_key(*d, x), json_key(*d, y), m) : 0;
+    return c < 0 || (c == 0 && x.key_len < y.key_len);
+  }
+
+  // Heap sort of t.order[0, n) by key (no recursion, no allocation).
+  void sort_keys(uint32_t n) {
+    uint32_t* v = t.order;
+    auto sift = [&](uint32_t root, uint32_t end) {
+      for (;;) {
+        uint32_t child = 2 * root + 1;
+        if (child >= end) return;
+        if (child + 1 < end && key_less(v[child], v[child + 1])) ++child;
+        if (!key_less(v[root], v[child])) return;
+        const uint32_t tmp = v[root];
+        v[root] = v[child];
+        v[child] = tmp;
+        root = child;
+      }
+    };
+    for (uint32_t i = n / 2; i-- > 0;) sift(i, n);
+    for (uint32_t end = n; end > 1; --end) {
+      const uint32_t tmp = v[0];
+      v[0] = v[end - 1];
+      v[end - 1] = tmp;
+      sift(0, end - 1);
+    }
+  }
+
+  // The code point of key `m` starting at byte `at` (< key_len); *next = the byte after it.
+  uint32_t key_cp(uint32_t m, uint32_t at, uint32_t* next) const {
+    size_t i = at;
+    const uint32_t cp = next_cp(reinterpret_cast<const uint8_t*>(json_key(*d, N(m))), N(m).key_len, &i);
+    *next = static_cast<uint32_t>(i);
+    return cp;
+  }
+
+  // Keys t.order[lo, hi) share their first `at` bytes. Writes the group for the rest.
+  void key_trie(uint32_t lo, uint32_t hi, uint32_t at) {
+    bool terminal = false;
+    while (lo < hi && N(t.order[lo]).key_len == at) {  // sorted: the shortest come first
+      terminal = true;
+      ++lo;
+    }
+    o.puts("([^");
+    for (uint32_t i = lo; i < hi;) {
+      uint32_t nx;
+      const uint32_t cp = key_cp(t.order[i], at, &nx);
+      class_cp(o, cp);
+      while (i < hi && key_cp(t.order[i], at, &nx) == cp) ++i;
+    }
+    o.puts("\\x22\\x5C\\x7F\\x00-\\x1F] [^\\x22\\x5C\\x7F\\x00-\\x1F]*");
+    for (uint32_t i = lo; i < hi;) {
+      uint32_t nx;
+      const uint32_t cp = key_cp(t.order[i], at, &nx);
+      const uint32_t g = i;
+      while (i < hi && key_cp(t.order[i], at, &nx) == cp) ++i;
+      key_cp(t.order[g], at, &nx);  // the loop's last call may have read the next group
+      o.puts(" | \"");
+      json_cp_lit(o, cp);
+      o.puts("\" ");
+      key_trie(g, i, nx);
+    }
+    o.put(')');
+    if (!terminal) o.put('?');
+  }
+
+  Status additional_key(uint32_t obj) {
+    const uint32_t props = find(obj, "properties");
+    uint32_t n = 0;
+    if (props != kJsonNone) {
+      for (uint32_t m = N(props).first; m != kJsonNone; m = N(m).next) {
+        const uint8_t* k = reinterpret_cast<const uint8_t*>(json_key(*d, N(m)));
+        bool plain = true;
+        uint32_t chars = 0;
+        for (size_t i = 0; i < N(m).key_len;) {
+          plain &= !json_special(next_cp(k, N(m).key_len, &i));
+          ++chars;
+        }
+        if (!plain) continue;
+        if (chars > kMaxExcludedKey) {
+          char pb[160];
+          RLM_SET_ERROR(err,
+                        "additionalProperties next to a property name longer than %u characters "
+                        "is not supported at %s",
+                        kMaxExcludedKey, path(obj, pb, sizeof pb));
+          return kErrGrammar;
+        }
+        t.order[n++] = m;
+      }
+    }
+    if (n == 0) {
+      put_prim(kPString);
+      return RLM_OK;
+    }
+    sort_keys(n);
+    o.puts("\"\\\"\" ");
+    key_trie(0, n, 0);
+    o.puts(" \"\\\"\"");
     return RLM_OK;
   }
 
@@ -1343,35 +1496,6 @@ struct ClassSet {
   }
 };
 
-bool json_special(uint32_t cp) { return cp < 0x20 || cp == '"' || cp == '\\' || cp == 0x7F; }
-
-// A code point inside a GBNF [class]: metacharacters and controls as \xHH, the rest raw UTF-8.
-void class_cp(Out& o, uint32_t cp) {
-  if (cp < 0x20 || cp == 0x7F || cp == '[' || cp == ']' || cp == '\\' || cp == '-' || cp == '^' ||
-      cp == '"') {
-    o.puts("\\x");
-    o.put_hex2(cp);
-    return;
-  }
-  char tmp[4];
-  size_t n = 0;
-  if (cp < 0x80) {
-    tmp[n++] = static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    tmp[n++] = static_cast<char>(0xC0 | (cp >> 6));
-    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    tmp[n++] = static_cast<char>(0xE0 | (cp >> 12));
-    tmp[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    tmp[n++] = static_cast<char>(0xF0 | (cp >> 18));
-    tmp[n++] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    tmp[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  o.put(tmp, n);
-}
 
 void class_range(Out& o, uint32_t a, uint32_t b) {
   class_cp(o, a);
