@@ -522,7 +522,8 @@ TEST(JsonSchema, OtherErrorsAreNamed) {
   expect_error(R"({"type": "integer", "minimum": 0.5})", kErrGrammar, "\"minimum\" at /");
   expect_error(R"({"type": "integer", "minimum": 3, "maximum": 2})", kErrGrammar, "integer range is empty");
   expect_error(R"({"type": "integer", "exclusiveMaximum": -9223372036854775808})", kErrGrammar, "empty");
-  expect_error(R"({"type": "string", "maxLength": 100001})", kErrGrammar, "exceeds the limit 10000");
+  expect_error(R"({"type": "string", "maxLength": 2001})", kErrGrammar, "exceeds the limit 2000");
+  expect_error(R"({"pattern": "^a{2001}$"})", kErrGrammar, "above 2000");
   expect_error(R"({"type": "string", "minLength": -1})", kErrGrammar, "non-negative integer");
   expect_error(R"({"type": "string", "minLength": 3, "maxLength": 2})", kErrGrammar, "minLength greater");
   expect_error(R"({"enum": []})", kErrGrammar, "non-empty array: \"enum\"");

@@ -1772,7 +1772,7 @@ struct Regex {
       }
       ++i;
       if (mn > kMaxRepeat || (!unbounded && (mx > kMaxRepeat || mx < mn))) {
-        return fail("repetition count out of order or above 10000");
+        return fail("repetition count out of order or above 2000 (kMaxRepeat)");
       }
       c->o.put('{');
       c->o.put_u64(mn);

@@ -37,8 +37,9 @@ constexpr Status kErrGrammar = static_cast<Status>(15);
 // Deepest group nesting in a `pattern` regex.
 constexpr uint32_t kPatternMaxDepth = 32;
 // Largest repetition count accepted anywhere (minItems / maxItems / minLength / maxLength and
-// regex {m,n}): a GBNF recognizer may expand {m,n} into n copies.
-constexpr uint64_t kMaxRepeat = 10000;
+// regex {m,n}): a GBNF recognizer may expand {m,n} into n copies, and llama.cpp's grammar parser
+// (whose files ours reads) refuses or drops bounds above 2000 (MAX_REPETITION_THRESHOLD).
+constexpr uint64_t kMaxRepeat = 2000;
 
 // Scratch bytes json_schema_to_gbnf needs for this schema (parsed nodes, rule table, names).
 // Invalid JSON still gives a size (the compile then reports the parse error).
