@@ -314,6 +314,23 @@ TEST(JsonSchema, OptionalPrefixStaysLinear) {
   EXPECT_EQ(std::count(gb.begin(), gb.end(), '\n'), 2000 * 2 - 1 + 1 + 2);  // kv + rest, root, integer, ws
 }
 
+// Hostile sizes stay linear: 5000 properties whose names all sanitize to the same rule name,
+// every one required (name uniqueness and `required` lookups were quadratic once).
+TEST(JsonSchema, ManyCollidingRequiredPropertiesStayFast) {
+  std::string big = R"({"type": "object", "properties": {)";
+  std::string req;
+  for (int i = 0; i < 5000; ++i) {
+    const std::string name = std::string(static_cast<size_t>(i % 7 + 1), '!') + std::to_string(i % 3 ? 0 : 1) +
+                             std::string(static_cast<size_t>(i / 7), ' ');
+    big += (i ? ", \"" : "\"") + name + "\": {\"type\": \"null\"}";
+    req += (i ? ", \"" : "\"") + name + "\"";
+  }
+  big += "}, \"required\": [" + req + "]}";
+  const std::string g = ok(big);
+  EXPECT_NE(g.find("root-1-kv-2 ::= "), std::string::npos);
+  EXPECT_EQ(std::count(g.begin(), g.end(), '?'), 1) << "every property required: only ws's ? left";
+}
+
 TEST(JsonSchema, AdditionalProperties) {
   // Absent with properties: only the declared keys.
   EXPECT_EQ(ok(R"({"properties": {"a": {"type": "integer"}}, "required": ["a"]})"),

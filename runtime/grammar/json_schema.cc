@@ -390,6 +390,7 @@ struct Rule {
   uint32_t add;    // kRest: the kAddKv rule or kJsonNone
   uint32_t name_off;
   uint32_t name_len;
+  uint32_t next_suffix;  // the next "-N" to try when another rule wants this rule's name
 };
 
 struct Tables {
@@ -400,7 +401,8 @@ struct Tables {
   uint32_t* hash;  // rule id + 1, 0 = empty; open addressing
   uint32_t hash_mask;
   uint32_t* node_rule;  // [doc.count] kMain rule of each schema node, or kJsonNone
-  uint32_t* order;      // [doc.count] property members sorted by key (additional-key grammar)
+  uint32_t* order;      // [doc.count] property members sorted by key (scratch of one object)
+  uint8_t* required;    // [doc.count] 1 for a property member listed in its object's `required`
 };
 
 // Every schema node yields at most one kMain rule, every property one kKv and one kRest, every
@@ -417,6 +419,7 @@ void layout_tables(Arena& a, uint32_t n_nodes, Tables* t) {
   t->hash_mask = static_cast<uint32_t>(hcap - 1);
   t->node_rule = a.alloc<uint32_t>(n_nodes, alignof(uint32_t));
   t->order = a.alloc<uint32_t>(n_nodes, alignof(uint32_t));
+  t->required = a.alloc<uint8_t>(n_nodes, 1);
 }
 
 // Longest declared property name (in characters) next to additionalProperties: the key grammar
@@ -522,12 +525,13 @@ struct Compiler {
 
   const char* name(uint32_t r) const { return t.names + t.rules[r].name_off; }
 
-  bool name_taken(const char* s, size_t n) const {
+  // The rule named s[0, n), or kJsonNone.
+  uint32_t lookup(const char* s, size_t n) const {
     for (uint32_t h = fnv(s, n) & t.hash_mask;; h = (h + 1) & t.hash_mask) {
       const uint32_t e = t.hash[h];
-      if (e == 0) return false;
+      if (e == 0) return kJsonNone;
       const Rule& r = t.rules[e - 1];
-      if (r.name_len == n && memcmp(t.names + r.name_off, s, n) == 0) return true;
+      if (r.name_len == n && memcmp(t.names + r.name_off, s, n) == 0) return e - 1;
     }
   }
 
@@ -554,11 +558,19 @@ struct Compiler {
     if (n == stem_start && n < kMaxName) nm[n++] = 'x';
     for (const char* s = suffix; s && *s && n < kMaxName; ++s) nm[n++] = *s;
     size_t len = n;
-    for (uint64_t k = 2; name_taken(nm, len); ++k) {
-      Out tail{nm + n, kNameSlot - n, 0};
-      tail.put('-');
-      tail.put_u64(k);
-      len = n + tail.len;
+    // Taken: append "-N", N starting where the last rule that wanted this name stopped, so many
+    // properties sanitized to the same name cost O(1) each, not a scan over all their suffixes.
+    const uint32_t owner = lookup(nm, len);
+    if (owner != kJsonNone) {
+      uint64_t k = t.rules[owner].next_suffix < 2 ? 2 : t.rules[owner].next_suffix;
+      for (;; ++k) {
+        Out tail{nm + n, kNameSlot - n, 0};
+        tail.put('-');
+        tail.put_u64(k);
+        len = n + tail.len;
+        if (lookup(nm, len) == kJsonNone) break;
+      }
+      t.rules[owner].next_suffix = static_cast<uint32_t>(k + 1);
     }
     Rule& r = t.rules[n_rules];
     memset(&r, 0, sizeof r);
@@ -1016,13 +1028,50 @@ struct Compiler {
     return RLM_OK;
   }
 
-  // Whether property member p (a child of `properties`) is listed in `required` (req may be none).
+  // Whether property member p (a child of `properties`) is listed in `required` (object_body
+  // marks them first).
   bool required(uint32_t req, uint32_t p) const {
-    if (req == kJsonNone) return false;
-    for (uint32_t r = N(req).first; r != kJsonNone; r = N(r).next) {
-      if (json_str_eq(*d, r, json_key(*d, N(p)), N(p).key_len)) return true;
+    (void)req;
+    return t.required[p] != 0;
+  }
+
+  // Marks the members of `props` listed in `req`: the members sorted by key, then a binary search
+  // per entry — O((k + r) log k), so a schema with thousands of properties stays fast.
+  Status mark_required(uint32_t s, uint32_t props, uint32_t req) {
+    uint32_t n = 0;
+    if (props != kJsonNone) {
+      for (uint32_t m = N(props).first; m != kJsonNone; m = N(m).next) t.order[n++] = m;
     }
-    return false;
+    sort_keys(n);
+    for (uint32_t r = N(req).first; r != kJsonNone; r = N(r).next) {
+      if (N(r).type != kJsonString) return fail_at(s, "entries must be strings:", "required");
+      const char* key = json_str(*d, N(r));
+      const uint32_t kl = N(r).len;
+      uint32_t lo = 0, hi = n;
+      while (lo < hi) {  // first member whose key is not less than `key`
+        const uint32_t mid = lo + (hi - lo) / 2;
+        const JsonNode& m = N(t.order[mid]);
+        const uint32_t ml = m.key_len < kl ? m.key_len : kl;
+        const int c = ml ? memcmp(json_key(*d, m), key, ml) : 0;
+        if (c < 0 || (c == 0 && m.key_len < kl)) lo = mid + 1;
+        else hi = mid;
+      }
+      const bool found = lo < n && N(t.order[lo]).key_len == kl &&
+                         (kl == 0 || memcmp(json_key(*d, N(t.order[lo])), key, kl) == 0);
+      if (!found) {
+        char pb[160];
+        RLM_SET_ERROR(err, "required property \"%.*s\" is not in \"properties\" at %s",
+                      static_cast<int>(kl < 64 ? kl : 64), key, path(s, pb, sizeof pb));
+        return kErrGrammar;
+      }
+      // Duplicate keys in `properties`: every member with the name is required.
+      for (uint32_t k = lo; k < n && N(t.order[k]).key_len == kl &&
+                            (kl == 0 || memcmp(json_key(*d, N(t.order[k])), key, kl) == 0);
+           ++k) {
+        t.required[t.order[k]] = 1;
+      }
+    }
+    return RLM_OK;
   }
 
   // One property written after another: `"," ws KV` (or that optional).
@@ -1068,18 +1117,7 @@ struct Compiler {
     }
     if (req != kJsonNone) {
       if (N(req).type != kJsonArray) return fail_at(s, "must be an array:", "required");
-      for (uint32_t r = N(req).first; r != kJsonNone; r = N(r).next) {
-        if (N(r).type != kJsonString) return fail_at(s, "entries must be strings:", "required");
-        const uint32_t p = props == kJsonNone ? kJsonNone
-                                              : json_find(*d, props, json_str(*d, N(r)), N(r).len);
-        if (p == kJsonNone) {
-          char pb[160];
-          RLM_SET_ERROR(err, "required property \"%.*s\" is not in \"properties\" at %s",
-                        static_cast<int>(N(r).len < 64 ? N(r).len : 64), json_str(*d, N(r)),
-                        path(s, pb, sizeof pb));
-          return kErrGrammar;
-        }
-      }
+      RLM_RETURN_IF_ERROR(mark_required(s, props, req));
     }
     if (props == kJsonNone && addl == kJsonNone) {  // {"type": "object"}: any object
       put_prim(kPObject);
@@ -1954,6 +1992,7 @@ Status json_schema_to_gbnf(const char* schema, size_t len, Arena& scratch, char*
             "schema scratch memory too small: %zu bytes needed", scratch.used());
   memset(c.t.hash, 0, (static_cast<size_t>(c.t.hash_mask) + 1) * sizeof(uint32_t));
   for (uint32_t i = 0; i < doc.count; ++i) c.t.node_rule[i] = kJsonNone;
+  memset(c.t.required, 0, doc.count);
   // Reserve the primitive names (ids 0..kPCount-1) so no generated rule takes one.
   for (uint32_t p = 0; p < kPCount; ++p) {
     uint32_t id;
