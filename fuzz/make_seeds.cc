@@ -496,6 +496,38 @@ void stop_seeds() {
   seed("stop", "none", stop_input({}, 0, 0, 16, "\x10", "no stops here \xe4\xb8\xad"));
 }
 
+// fuzz_json_schema input: the schema text itself. One seed per feature of the compiler (and
+// tests/data/json_schemas holds larger hand-written ones).
+void json_schema_seeds() {
+  const std::pair<const char*, const char*> seeds[] = {
+      {"any", "{}"},
+      {"true", "true"},
+      {"object", R"({"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":20},)"
+                 R"("age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":"string"}},)"
+                 R"("required":["name"],"additionalProperties":false})"},
+      {"optional", R"({"properties":{"a":{},"b":{"type":"null"},"c":{"type":"boolean"},"d":{}},"required":["c"]})"},
+      {"additional", R"({"properties":{"a":{"type":"integer"}},"additionalProperties":{"type":"number"}})"},
+      {"array", R"({"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"}},)"
+                R"("required":["id"]},"minItems":1,"maxItems":4})"},
+      {"tuple", R"({"prefixItems":[{"type":"string"},{"type":"integer","exclusiveMinimum":-3}],"items":{"type":"null"}})"},
+      {"enum", R"({"enum":["red","gr\"een",1.5,null,{"k":[true,"\u00e9\ud83d\ude00"]}]})"},
+      {"const", R"({"const":"caf\u00e9\n"})"},
+      {"anyof", R"({"anyOf":[{"type":"string","format":"date"},{"type":["integer","null"],"maximum":-7}]})"},
+      {"oneof-allof", R"({"oneOf":[{"allOf":[{"type":"boolean"}]},{"format":"uuid"}]})"},
+      {"ref", R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},)"
+              R"("kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}},"$ref":"#/$defs/node"})"},
+      {"ref-root", R"({"type":"object","properties":{"next":{"anyOf":[{"$ref":"#"},{"type":"null"}]}}})"},
+      {"definitions", R"({"definitions":{"a/b":{"type":"integer","minimum":1}},"$ref":"#/definitions/a~1b"})"},
+      {"pattern", R"({"type":"string","pattern":"^[A-Z]{2}-\\d{3,5}(x|yz)?(?:[^a-c\"]|\\.)*\\u00e9+$"})"},
+      {"formats", R"({"type":"array","prefixItems":[{"format":"date"},{"format":"time"},{"format":"date-time"},{"format":"uuid"}]})"},
+      {"int64", R"({"type":"integer","minimum":-9223372036854775808,"maximum":9223372036854775807})"},
+      {"unsupported", R"({"type":"object","properties":{"a":{"patternProperties":{"x":{}}}}})"},
+      {"invalid-json", "{\"type\": \"object\",\n \"properties\": {\"a\" 1}}"},
+      {"surrogates", R"({"properties":{"\ud83d\ude00":{"const":"\ud800"}}})"},
+  };
+  for (const auto& s : seeds) seed("json_schema", s.first, s.second);
+}
+
 // fuzz_session_api input: model, config bytes, then ops (opcode, args padded to the stride that
 // args[0] implies: 1 + args[0] % 24).
 struct Program {
@@ -620,6 +652,7 @@ int main(int argc, char** argv) {
   tokenizer_seeds(shared);
   tokenizer_files_seeds(sp, bpe, shared);
   stop_seeds();
+  json_schema_seeds();
   session_seeds();
   speculative_seeds();
   fprintf(stderr, "make_seeds: %d seeds in %s (shared data: %s)\n", g_count, g_out.c_str(),
