@@ -170,6 +170,14 @@ std::vector<Shape> matmul_shapes() {
   s.push_back({64, 4096, 1});
   s.push_back({37, 4096, 9});
   s.push_back({100, 33, 5});
+  // Prefill widths (16+ tokens: avx512 q8 takes its grouped walk there), whole 16-group blocks
+  // plus a tail pair (576), an odd tail group (1000: 32 groups padded; 33: one group), and more
+  // tokens than one stack chunk of prepared activations holds (4096 columns: 12 per chunk).
+  s.push_back({37, 576, 17});
+  s.push_back({13, 1000, 23});
+  s.push_back({6, 1536, 16});
+  s.push_back({9, 33, 40});
+  s.push_back({5, 4096, 25});
   return s;
 }
 

@@ -12,8 +12,8 @@
 // Q4 (and Q8 rows too wide for GroupedQ8's stack buffer): the int32 lanes are converted and
 // scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale); decode 4 rows x 1 token (Q8: one row at a
 // time, q8_decode_rows), prefill 4 rows x 4 tokens.
-// Q8: GroupedQ8 (below) finishes each group's integer sum in its own lane before converting:
-// decode one row at a time, many-token calls 2 rows x up to 8 tokens.
+// Q8 prefill of 16+ tokens: GroupedQ8 (below) finishes each group's integer sum in its own lane
+// before converting, 2 rows x up to 8 tokens.
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -241,9 +241,10 @@ bool q8_decode_rows(const QuantMat& m, uint32_t r0, uint32_t r1) {
 // scales, so they add 0 x 0.
 //
 // Every output element takes the same operations in the same order whatever the tile shape
-// (exact int sums, then cvt, ws x xs, fma per block in block order, store_tile512 / hsum512), so
-// kMatmulExactRows costs nothing here, and a one-token call (decode) walks the same code.
+// (exact int sums, then cvt, ws x xs, fma per block in block order, store_tile512 / hsum512),
+// but not those of VnniQ8 / q8_decode_rows: calls with kMatmulExactRows stay on those.
 constexpr uint32_t kBlockGroups = 16;
+constexpr uint32_t kGroupedMinTokens = 16;
 // Groups past the last whole block (SmolLM2's 576 columns: 18 groups = 1 block + 2) take the
 // tiles' pair step instead (one vpdpbusd per two groups, then convert, scale, fma; the lanes hold
 // 4-product partial sums of group g (0-7) and g+1 (8-15)): a transposed block of zeros would
@@ -484,9 +485,13 @@ bool q8_grouped(const WeightView& w, const QuantActs& x, uint32_t n, float* y, u
 
 void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
-  // Exact rows (kMatmulExactRows): both walks compute every row alike in any call shape, and
-  // which one runs depends on the row width only.
-  if (q8_grouped(w, x, n & ~kMatmulExactRows, y, r0, r1)) return;
+  // Prefill of kGroupedMinTokens tokens or more: the grouped walk (measured on the SmolLM2
+  // shape q8, one thread, alternating runs: pp128 437 -> 524 tok/s; below ~16 tokens it lost to
+  // the tiles: pp5 379 -> 328, pp9 423 -> 391, and decode 148 -> 119 against q8_decode_rows).
+  // Exact rows (kMatmulExactRows, speculative verification) always take the tiles, which compute
+  // each row as q8_decode_rows does; the grouped walk's rounding differs (it sums each group's
+  // integers before converting).
+  if (!(n & kMatmulExactRows) && n >= kGroupedMinTokens && q8_grouped(w, x, n, y, r0, r1)) return;
   const VnniQ8 m = quant_mat<VnniQ8>(w, x, y);
   if (n == 1 && q8_decode_rows(m, r0, r1)) return;
   drive<4, 4, 4>(m, n, r0, r1);
