@@ -632,6 +632,25 @@ void speculative_seeds() {
 
 }  // namespace
 
+// fuzz_gbnf input: [budget][split] grammar 0xFF text.
+void gbnf_seeds() {
+  auto in = [](const std::string& g, const std::string& t) {
+    return std::string("\x10\x03", 2) + g + "\xff" + t;
+  };
+  seed("gbnf", "literal", in("root ::= \"abc\" | \"abd\"", "abd"));
+  seed("gbnf", "class", in("root ::= [a-z0-9]+ [^\\n]? \"!\"", "abc9x!"));
+  seed("gbnf", "repeat", in("root ::= (\"ab\" | [0-9]){2,5} \"x\"?", "ab12ab"));
+  seed("gbnf", "json", in("root ::= value\nvalue ::= obj | arr | str | num\nobj ::= \"{\" (str \":\" value (\",\" str \":\" value)*)? \"}\"\n"
+                          "arr ::= \"[\" (value (\",\" value)*)? \"]\"\nstr ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nnum ::= \"-\"? [0-9]+",
+                          "{\"a\":[1,-2,{\"b\":\"c\"}]}"));
+  seed("gbnf", "utf8", in("root ::= [\u00e0-\u00ff]+ \"\u65e5\" .", "\xc3\xa9\xc3\xa8\xe6\x97\xa5\xf0\x9f\x98\x80"));
+  seed("gbnf", "recursion", in("root ::= p\np ::= \"(\" p \")\" | \"\"", "((()))"));
+  seed("gbnf", "optionals", in("root ::= x? x? x? x? x? x? \"!\"\nx ::= \"x\"", "xxx!"));
+  seed("gbnf", "comments", in("# c\nroot ::= a # d\n\na ::= \"q\" |\n  \"r\"\n", "r"));
+  seed("gbnf", "left-recursion", in("root ::= a\na ::= b? a \"x\"\nb ::= \"y\"", "yx"));
+  seed("gbnf", "errors", in("root ::= [z-a] \"\\q\" foo{3,2}", ""));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: fuzz_make_seeds OUT_DIR\n");
@@ -653,6 +672,7 @@ int main(int argc, char** argv) {
   tokenizer_files_seeds(sp, bpe, shared);
   stop_seeds();
   json_schema_seeds();
+  gbnf_seeds();
   session_seeds();
   speculative_seeds();
   fprintf(stderr, "make_seeds: %d seeds in %s (shared data: %s)\n", g_count, g_out.c_str(),

@@ -419,6 +419,52 @@ TEST(CliFlags, TokenizeLlama3SpecialsAreOptional) {
   EXPECT_EQ(out.find("128009"), std::string::npos) << out;
 }
 
+// ringlm grammar (#15): check's verdicts and exit codes, a schema's GBNF, named errors.
+TEST(CliFlags, GrammarCheckAndFromSchema) {
+  const std::string dir = temp_dir();
+  const std::string g = dir + "/list.gbnf";
+  {
+    std::ofstream f(g);
+    f << "root ::= item+\n# one item per line\nitem ::= \"- \" [a-z]+ \"\\n\"\n";
+  }
+  std::string out;
+  const std::string base = ringlm_bin() + " grammar check " + g;
+  EXPECT_EQ(run_command("printf -- '- eggs\\n- milk\\n' | " + base, &out), 0) << out;
+  EXPECT_EQ(out, "complete\n");
+  EXPECT_EQ(run_command(base + " --input '- eg'", &out), 3) << out;
+  EXPECT_EQ(out, "valid prefix\n");
+  EXPECT_EQ(run_command(base + " --input '- Eggs'", &out), 4) << out;
+  EXPECT_EQ(out, "rejected at byte 2\n");
+  EXPECT_EQ(run_command(base + " --input '- x'", &out), 3) << out;
+  // A schema: its GBNF, then check against it directly.
+  const std::string schema = dir + "/s.json";
+  {
+    std::ofstream f(schema);
+    f << R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 3}}, "required": ["n"]})";
+  }
+  ASSERT_EQ(run_command(ringlm_bin() + " grammar --from-schema " + schema, &out), 0) << out;
+  EXPECT_EQ(out.rfind("root ::= ", 0), 0u) << out;
+  EXPECT_EQ(run_command(ringlm_bin() + " grammar check --json-schema " + schema + " --input '{\"n\": 2}'", &out), 0) << out;
+  EXPECT_EQ(out, "complete (nothing may follow)\n");
+  EXPECT_EQ(run_command(ringlm_bin() + " grammar check --json-schema " + schema + " --input '{\"n\": 4}'", &out), 4) << out;
+  EXPECT_EQ(run_command(ringlm_bin() + " grammar check --json --input '[1, {\"a\": null}]'", &out), 0) << out;
+  // Errors: the grammar's line and column, a schema's keyword and path; usage errors exit 2.
+  {
+    std::ofstream f(g);
+    f << "root ::= a\na ::= \"x\" b\n";
+  }
+  EXPECT_EQ(run_command(base + " --input x 2>&1", &out), 1);
+  EXPECT_NE(out.find("line 2, column 11: undefined rule 'b'"), std::string::npos) << out;
+  {
+    std::ofstream f(schema);
+    f << R"({"type": "object", "patternProperties": {}})";
+  }
+  EXPECT_EQ(run_command(ringlm_bin() + " grammar --from-schema " + schema + " 2>&1", &out), 1);
+  EXPECT_NE(out.find("patternProperties"), std::string::npos) << out;
+  EXPECT_EQ(run_command(ringlm_bin() + " grammar 2>&1", &out), 2);
+  EXPECT_EQ(run_command(ringlm_bin() + " grammar check --json --json-schema " + schema + " 2>&1", &out), 2);
+}
+
 // convert / bench --synthetic --vocab FILE (#15 benchmarks: grammar masks over 50k and 128k
 // vocabularies): the model carries the file's tokenizer, and its size replaces the config's.
 TEST(CliFlags, SyntheticModelWithARealVocabulary) {

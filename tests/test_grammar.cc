@@ -504,3 +504,110 @@ TEST(Grammar, NoHeap) {
 }
 
 }  // namespace
+
+// ---- JSON Schema end to end (#15): schema -> GBNF (json_schema.h) -> this parser and recognizer.
+#include <fstream>
+#include <sstream>
+
+#include "grammar/json_schema.h"
+
+namespace {
+
+std::string schema_gbnf(const std::string& schema) {
+  AlignedBuffer scratch(json_schema_scratch_bytes(schema.data(), schema.size()));
+  size_t len = 0;
+  {
+    Arena a(scratch.data(), scratch.size());
+    json_schema_to_gbnf(schema.data(), schema.size(), a, nullptr, 0, &len, nullptr);
+  }
+  std::string out(len + 1, '\0');
+  Arena a(scratch.data(), scratch.size());
+  char msg[256] = "";
+  ErrorSink err{msg, sizeof msg};
+  EXPECT_EQ(json_schema_to_gbnf(schema.data(), schema.size(), a, &out[0], out.size(), &len, &err), RLM_OK)
+      << msg;
+  out.resize(len);
+  return out;
+}
+
+std::string read_schema(const std::string& name) {
+  const std::string here = __FILE__;
+  std::ifstream f(here.substr(0, here.rfind('/')) + "/data/json_schemas/" + name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Instance {
+  const char* schema;  // file in tests/data/json_schemas
+  const char* text;
+  bool valid;          // complete; else rejected somewhere or incomplete
+};
+
+TEST(GrammarJsonSchema, InstancesThroughTheRecognizer) {
+  const Instance cases[] = {
+      {"array_of_objects.json", R"([{"id": 1, "label": "milk", "done": false}])", true},
+      {"array_of_objects.json", R"([{"id": 12, "label": "a", "done": true}, {"id": 9999, "label": "", "done": false}])", true},
+      {"array_of_objects.json", R"([])", false},                                       // minItems 1
+      {"array_of_objects.json", R"([{"id": 0, "label": "x", "done": true}])", false},    // minimum 1
+      {"array_of_objects.json", R"([{"id": 10000, "label": "x", "done": true}])", false},
+      {"array_of_objects.json", R"([{"label": "x", "id": 1, "done": true}])", false},   // order
+      {"enums.json", R"({"color": "red", "size": "XL", "priority": 2, "kind": "shirt"})", true},
+      {"enums.json", R"({"color": "pink", "size": "XL", "priority": 2, "kind": "shirt"})", false},
+      {"enums.json", R"({"color": "red", "size": "XL", "priority": 4, "kind": "shirt"})", false},
+      {"nested_objects.json", R"({"user": {"name": "Ada", "address": {"street": "1 Main St", "city": "Paris", "zip": "75001"}}, "active": true})", true},
+      {"nested_objects.json", R"({"user": {"name": "Ada", "address": {"street": "x", "city": "y", "zip": "7500"}}, "active": true})", false},
+      {"nested_objects.json", R"({"user": {"name": "", "address": {"street": "x", "city": "y", "zip": "75001"}}, "active": true})", false},
+      {"numbers.json", R"({"count": 1000, "offset": -50, "year": 2099, "ratio": -1.5e3, "scores": [1, 2.5, 0]})", true},
+      {"numbers.json", R"({"count": 1001, "offset": 0, "year": 2000, "ratio": 1, "scores": []})", false},
+      {"numbers.json", R"({"count": 1, "offset": 0, "year": 2100, "ratio": 1, "scores": []})", false},
+      {"numbers.json", R"({"count": 1, "offset": -51, "year": 2000, "ratio": 1, "scores": []})", false},
+      {"optional_properties.json", R"({"id": 7})", true},
+      {"optional_properties.json", R"({"nickname": "z", "id": 7, "tags": ["a", "b"]})", true},
+      {"optional_properties.json", R"({"nickname": "z"})", false},                      // id required
+      {"optional_properties.json", R"({"id": 7, "other": 1})", false},                  // no extras
+      {"pattern_format.json", R"({"sku": "ABC-1234-xy", "phone": "+33 612 34 56 78", "day": "2026-11-25", "at": "2026-11-25T03:04:05Z", "start": "23:59:59.5+01:00", "uid": "123e4567-e89b-12d3-a456-426614174000"})", true},
+      {"pattern_format.json", R"({"sku": "AB-1234", "phone": "+33 612 34", "day": "2026-11-25", "at": "2026-11-25T03:04:05Z", "start": "23:59:59Z", "uid": "123e4567-e89b-12d3-a456-426614174000"})", false},
+      {"pattern_format.json", R"({"sku": "ABC-1234", "phone": "33 612 34", "day": "2026-13-25", "at": "2026-11-25T03:04:05Z", "start": "23:59:59Z", "uid": "123e4567-e89b-12d3-a456-426614174000"})", false},
+      {"recursive_ref.json", R"({"name": "root", "children": [{"name": "a"}, {"name": "b", "children": [{"name": "c", "children": []}]}]})", true},
+      {"recursive_ref.json", R"({"children": []})", false},
+      {"strings_escapes_unicode.json", R"({"title": "Caf\u00e9 \"noir\"\n", "quote": "日本語のテキスト ✓", "lang": "日本語", "emoji": "😀 ✓"})", true},
+      {"strings_escapes_unicode.json", R"({"title": "", "quote": "q", "lang": "日本語", "emoji": "😀 ✓"})", false},
+      {"strings_escapes_unicode.json", R"({"title": "t", "quote": "bad \x escape", "lang": "日本語", "emoji": "😀 ✓"})", false},
+      {"tool_call.json", R"({"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}})", true},
+      {"tool_call.json", R"({"name": "set_alarm", "arguments": {"time": "07:30:00Z", "label": null}})", true},
+      {"tool_call.json", R"({"name": "launch", "arguments": {"city": "Oslo"}})", false},
+      {"tuple_and_nullable.json", R"({"point": [-100, 100], "note": null, "extra": {"a": 1, "b": 9}})", true},
+      {"tuple_and_nullable.json", R"({"point": [1, 2, 3], "note": null})", false},
+      {"tuple_and_nullable.json", R"({"point": [1, 2], "note": null, "extra": {"a": 10}})", false},
+  };
+  for (const Instance& c : cases) {
+    SCOPED_TRACE(std::string(c.schema) + ": " + c.text);
+    const std::string schema = read_schema(c.schema);
+    ASSERT_FALSE(schema.empty()) << "tests/data/json_schemas/" << c.schema;
+    Compiled g;
+    compile(schema_gbnf(schema), &g);
+    ASSERT_EQ(g.st, RLM_OK) << g.msg;
+    const Result r = run_text(g.g, c.text);
+    if (c.valid) {
+      EXPECT_EQ(r.outcome, kComplete) << "rejected at byte " << r.at;
+      EXPECT_TRUE(r.done) << "nothing may follow a complete JSON value";
+    } else {
+      EXPECT_NE(r.outcome, kComplete);
+    }
+  }
+}
+
+TEST(GrammarJsonSchema, AnyJson) {
+  Compiled g;
+  compile(json_any_gbnf(), &g);
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  const char* valid[] = {"{}", "[]", "0", "-0.5e-3", "\"\"", "true", "null",
+                         R"({"a": [1, {"b": [true, false, null]}], "c": "\u00e9\n"})",
+                         "[\n  1,\n  2\n]"};
+  for (const char* t : valid) EXPECT_EQ(run_text(g.g, t).outcome, kComplete) << t;
+  const char* invalid[] = {"{,}", "[1,]", "01", "\"a", "tru", "{\"a\" 1}", "[1 2]", "nul1"};
+  for (const char* t : invalid) EXPECT_NE(run_text(g.g, t).outcome, kComplete) << t;
+}
+
+}  // namespace

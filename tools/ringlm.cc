@@ -21,6 +21,7 @@ const Verb kVerbs[] = {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"embed", cmd_embed, "write a model as a C source file (aligned array) to link into a program"},
+    {"grammar", cmd_grammar, "check texts against a GBNF grammar / JSON Schema; print a schema's GBNF"},
     {"bench", cmd_bench, "measure prefill / decode speed (model file or synthetic shape)"},
 };
 

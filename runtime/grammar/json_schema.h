@@ -31,8 +31,8 @@
 
 namespace ringlm::internal {
 
-// RLM_ERR_GRAMMAR (#15), added to ringlm.h on the grammar branch.
-constexpr Status kErrGrammar = static_cast<Status>(15);
+// The status of every schema error (ringlm.h RLM_ERR_GRAMMAR).
+constexpr Status kErrGrammar = RLM_ERR_GRAMMAR;
 
 // Deepest group nesting in a `pattern` regex.
 constexpr uint32_t kPatternMaxDepth = 32;
