@@ -3,6 +3,8 @@
 
 #include "model.h"
 #include "ringlm/ringlm.h"
+#include "grammar/compiled.h"
+#include "grammar/json_schema.h"
 #include "session.h"
 #include "tokenizer.h"
 
@@ -252,6 +254,51 @@ rlm_status rlm_session_spec_stats(const rlm_session* session, rlm_spec_stats* st
   if (stats->struct_size != sizeof *stats) return RLM_ERR_STRUCT_SIZE;
   *stats = s->spec.stats;
   return RLM_OK;
+}
+
+rlm_status rlm_grammar_memory(const rlm_model* model, const char* gbnf, size_t len, size_t* size) {
+  const ModelImpl* m = as_model(model);
+  if (!m || !size || (!gbnf && len)) return RLM_ERR_INVALID_ARGUMENT;
+  *size = grammar_bytes(*m, len);
+  return *size == SIZE_MAX ? RLM_ERR_GRAMMAR : RLM_OK;
+}
+
+rlm_status rlm_grammar_compile(const rlm_model* model, const char* gbnf, size_t len, void* memory,
+                               size_t size, rlm_grammar** grammar, char* message, size_t cap) {
+  ErrorSink err{message, message ? cap : 0};
+  clear_error(&err);
+  const ModelImpl* m = as_model(model);
+  RLM_CHECK(m && grammar, RLM_ERR_INVALID_ARGUMENT, &err, "grammar: NULL model or output pointer");
+  GrammarImpl* g = nullptr;
+  RLM_RETURN_IF_ERROR(grammar_compile(*m, gbnf, len, memory, size, &g, &err));
+  *grammar = reinterpret_cast<rlm_grammar*>(g);
+  return RLM_OK;
+}
+
+const char* rlm_json_gbnf(void) { return json_any_gbnf(); }
+
+size_t rlm_json_schema_scratch_bytes(const char* schema, size_t len) {
+  if (!schema && len) return 0;
+  return json_schema_scratch_bytes(schema, len);
+}
+
+rlm_status rlm_json_schema_to_gbnf(const char* schema, size_t len, void* scratch,
+                                   size_t scratch_size, char* out, size_t cap, size_t* out_len,
+                                   char* message, size_t message_cap) {
+  ErrorSink err{message, message ? message_cap : 0};
+  clear_error(&err);
+  RLM_CHECK((schema || !len) && out_len && (out || !cap) && scratch, RLM_ERR_INVALID_ARGUMENT, &err,
+            "json schema: NULL argument");
+  RLM_CHECK(reinterpret_cast<uintptr_t>(scratch) % kArenaAlignment == 0, RLM_ERR_MISALIGNED, &err,
+            "json schema: scratch must be %zu-byte aligned", kArenaAlignment);
+  Arena a(scratch, scratch_size);
+  return json_schema_to_gbnf(schema, len, a, out, cap, out_len, &err);
+}
+
+rlm_status rlm_session_set_grammar(rlm_session* session, const rlm_grammar* grammar) {
+  RLM_SESSION_OR_RETURN(s, session);
+  if (grammar && !grammar_is_compiled(grammar)) return RLM_ERR_INVALID_ARGUMENT;
+  return session_set_grammar(s, reinterpret_cast<const GrammarImpl*>(grammar));
 }
 
 rlm_status rlm_session_set_sampling(rlm_session* session, const rlm_sampling* sampling) {

@@ -15,6 +15,7 @@ constexpr uint32_t kMaxTextBytes = 1u << 26;
 constexpr uint32_t kMaxStopBytes = 1u << 20;
 constexpr uint32_t kMaxStopCount = 1024;
 constexpr uint32_t kMaxPenaltyWindow = 1u << 16;
+constexpr uint32_t kMaxGrammarState = 1u << 28;
 // Positions are uint32 in the ABI; stop short of wrapping them.
 constexpr uint64_t kMaxPosition = 0xfffffff0u;
 
@@ -36,6 +37,17 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   s->tok_scratch_size = tokenize_scratch_bytes(m.root->tokenizer(), c.max_text_bytes);
   s->tok_scratch = a.alloc_bytes(s->tok_scratch_size, 1, kArenaAlignment);
   spec_layout(a, c.max_draft, &s->spec);
+  if (c.grammar_state_bytes > 0) {
+    matcher_layout(a, nullptr, c.grammar_state_bytes, &s->gstate);
+    matcher_layout(a, nullptr, c.grammar_state_bytes, &s->gtrial);
+  }
+}
+
+// The grammar state at the start of a turn's output.
+void grammar_begin(SessionImpl* s) {
+  if (!s->grammar) return;
+  ErrorSink err{s->error, sizeof s->error};
+  s->grammar_status = matcher_reset(&s->gstate, &err);
 }
 
 bool is_stop_token(const SessionImpl* s, int32_t token) {
@@ -57,10 +69,13 @@ void history_push(SessionImpl* s, int32_t token) {
 }
 
 // A new turn: the max-tokens count, the stop state and the held-back text restart.
+void grammar_begin(SessionImpl* s);
+
 void begin_turn(SessionImpl* s) {
   s->turn_ended = false;
   s->generated = 0;
   text_stream_reset(&s->stream);
+  grammar_begin(s);
 }
 
 // Runs the batch ([last] + pending) through the model in chunks of n_batch.
@@ -174,11 +189,12 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   // `backend`); fields past a caller's struct_size read as their defaults.
   constexpr size_t kV1Size = offsetof(rlm_session_config, backend);
   constexpr size_t kV2Size = offsetof(rlm_session_config, max_draft);
+  constexpr size_t kV3Size = offsetof(rlm_session_config, grammar_state_bytes);
   RLM_CHECK(c->struct_size == sizeof(rlm_session_config) || c->struct_size == kV1Size ||
-                c->struct_size == kV2Size,
+                c->struct_size == kV2Size || c->struct_size == kV3Size,
             RLM_ERR_STRUCT_SIZE, err,
-            "rlm_session_config.struct_size %u, expected %zu (or an older %zu or %zu)",
-            c->struct_size, sizeof(rlm_session_config), kV2Size, kV1Size);
+            "rlm_session_config.struct_size %u, expected %zu (or an older %zu, %zu or %zu)",
+            c->struct_size, sizeof(rlm_session_config), kV3Size, kV2Size, kV1Size);
   const char* backend = c->struct_size >= offsetof(rlm_session_config, backend) + sizeof(char*)
                             ? c->backend
                             : nullptr;
@@ -202,6 +218,14 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   k.max_draft = c->struct_size >= offsetof(rlm_session_config, max_draft) + sizeof(uint32_t)
                     ? c->max_draft
                     : 0;
+  k.grammar_state_bytes =
+      c->struct_size >= offsetof(rlm_session_config, grammar_state_bytes) + sizeof(uint32_t)
+          ? c->grammar_state_bytes
+          : 0;
+  RLM_CHECK(k.grammar_state_bytes == 0 ||
+                (k.grammar_state_bytes >= kMatcherMinBytes && k.grammar_state_bytes <= kMaxGrammarState),
+            RLM_ERR_INVALID_ARGUMENT, err, "grammar_state_bytes %u: 0 or in [%zu, %u]",
+            k.grammar_state_bytes, kMatcherMinBytes, kMaxGrammarState);
   RLM_CHECK(k.n_ctx >= 2 && k.n_ctx <= kMaxContext, RLM_ERR_INVALID_ARGUMENT, err,
             "n_ctx %u out of [2, %u]", k.n_ctx, kMaxContext);
   RLM_CHECK(k.n_sink < k.n_ctx, RLM_ERR_INVALID_ARGUMENT, err, "n_sink %u must be < n_ctx %u",
@@ -409,6 +433,12 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   // Sample in place on the logits, then append. With no candidates the sampler has left the
   // logits raw: the state is that of rlm_session_eval (input run, logits ready), so a step with
   // other sampling parameters samples them without running the model again.
+  if (s->grammar) {
+    RLM_RETURN_IF_ERROR(s->grammar_status);
+    // The grammar's mask goes first: bias, penalties and samplers see only what it allows.
+    RLM_RETURN_IF_ERROR(grammar_mask(*s->grammar, s->gstate, &s->gtrial, session_logits(s),
+                                     [s](int32_t id) { return is_stop_token(s, id); }, &err));
+  }
   const int32_t token = sample(session_logits(s), s->model->hp.vocab_size, s->sp, s->history,
                                s->n_history, &s->rng, &s->ss);
   RLM_CHECK(token >= 0, RLM_ERR_NO_CANDIDATES, &err,
@@ -428,6 +458,14 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   r->text_len = 0;
   const int32_t prev = s->prev_token;
   s->prev_token = token;
+  bool grammar_done = false;
+  if (s->grammar && !is_stop_token(s, token)) {
+    bool accepted = false;
+    RLM_RETURN_IF_ERROR(grammar_accept_token(*s->grammar, &s->gstate, token, &accepted, &err));
+    RLM_CHECK(accepted, RLM_ERR_INTERNAL, &err, "grammar: token %d passed the mask but not the parser",
+              token);
+    grammar_done = matcher_is_done(s->gstate);
+  }
   if (is_stop_token(s, token)) {
     text_stream_finish(&s->stream, s->stops, &r->text, &r->text_len);
     r->stop = RLM_STOP_END_TOKEN;
@@ -444,6 +482,15 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
       if (r->text_len == 0) r->text = tail;
       r->text_len += tail_len;
       r->stop = matched ? RLM_STOP_STOP_STRING : RLM_STOP_MAX_TOKENS;
+    }
+    if (r->stop == RLM_STOP_NONE && grammar_done) {
+      // Complete, and nothing may follow: release the held-back tail as max_tokens does.
+      const char* tail = nullptr;
+      size_t tail_len = 0;
+      const bool matched = text_stream_finish(&s->stream, s->stops, &tail, &tail_len);
+      if (r->text_len == 0) r->text = tail;
+      r->text_len += tail_len;
+      r->stop = matched ? RLM_STOP_STOP_STRING : RLM_STOP_GRAMMAR;
     }
   }
   s->turn_ended = r->stop != RLM_STOP_NONE;
@@ -482,6 +529,29 @@ Status session_set_speculation(SessionImpl* s, const rlm_speculation* spec) {
   ErrorSink err{s->error, sizeof s->error};
   spec_end(s);
   return spec_set(s, spec, &err);
+}
+
+Status session_set_grammar(SessionImpl* s, const GrammarImpl* g) {
+  ErrorSink err{s->error, sizeof s->error};
+  if (g == nullptr) {
+    s->grammar = nullptr;
+    return RLM_OK;
+  }
+  RLM_CHECK(s->cfg.grammar_state_bytes > 0, RLM_ERR_BAD_STATE, &err,
+            "the session was configured with grammar_state_bytes 0 (no memory for a grammar)");
+  RLM_CHECK(g->model == s->model, RLM_ERR_INVALID_ARGUMENT, &err,
+            "the grammar was compiled against another model's vocabulary");
+  s->grammar = g;
+  s->gstate.g = s->gtrial.g = g->g;
+  // The grammar applies to what is sampled from now on (the turn's output so far is not
+  // re-parsed), and from the start of every later turn.
+  grammar_begin(s);
+  if (s->grammar_status != RLM_OK) {
+    const Status st = s->grammar_status;
+    s->grammar = nullptr;
+    return st;
+  }
+  return RLM_OK;
 }
 
 Status session_set_sampling(SessionImpl* s, const rlm_sampling* p) {

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar/compiled.h"
+#include "grammar/matcher.h"
 #include "model.h"
 #include "sampler.h"
 #include "speculation.h"
@@ -28,6 +30,7 @@ struct SessionConfig {  // validated rlm_session_config
   rlm_kv_dtype kv_dtype;
   uint32_t stop_string_bytes, max_stop_strings, max_stop_tokens, penalty_window, max_logit_bias;
   uint32_t max_draft;          // speculative verification budget (0 = off)
+  uint32_t grammar_state_bytes;  // per grammar state (0 = grammars off)
   const KernelTable* kernels;  // chosen for this CPU (or forced by the caller)
   bool xnnpack;                // backend "xnnpack": f32 matrices on XNNPACK operators
 };
@@ -79,6 +82,12 @@ struct SessionImpl {
   // Speculative decoding (cfg.max_draft > 0): the drafter and the pass being consumed.
   SpecState spec;
 
+  // Grammar (cfg.grammar_state_bytes > 0): the compiled grammar (borrowed, null = off), the parse
+  // state of this turn's output so far, and the mask's trial copy (same budget).
+  const GrammarImpl* grammar;
+  Matcher gstate, gtrial;
+  Status grammar_status;         // of the turn's matcher_reset: not RLM_OK = the step fails
+
   char error[256];
 };
 
@@ -116,6 +125,8 @@ Status session_rewind(SessionImpl* s, uint32_t position);
 Status session_set_sampling(SessionImpl* s, const rlm_sampling* p);
 // rlm_session_set_speculation: ends a pass being consumed first.
 Status session_set_speculation(SessionImpl* s, const rlm_speculation* spec);
+// rlm_session_set_grammar (null: off).
+Status session_set_grammar(SessionImpl* s, const GrammarImpl* g);
 
 }  // namespace ringlm::internal
 

@@ -204,6 +204,10 @@ std::vector<Case> conformance_cases() {
       {R"g(root ::= . .)g", "ab", kComplete},
       {R"g(root ::= . .)g", "abc", kRejected, 2},
       {R"g(root ::= .)g", "\xFF", kRejected, 0},  // not UTF-8
+      {R"g(root ::= "{")g", "\xE0", kRejected, 0},  // E0 starts U+0800.., never '{'
+      {R"g(root ::= "{")g", "\xF0", kRejected, 0},
+      {R"g(root ::= [\x00-\x7F])g", "\xC2", kRejected, 0},
+      {R"g(root ::= [\u0080-\u00FF])g", "\xC2", kPrefix},
       {R"g(root ::= .)g", "\xC0\x80", kRejected, 0},  // overlong
       {R"g(root ::= .)g", "\xED\xA0\x80", kRejected, 1},  // surrogate
       // alternatives

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "mapped_file.h"
 #include "ringlm/ringlm.h"
+#include "grammar_flags.h"
 #include "speculation_flags.h"
 #include "ringlm/ringlm.hpp"
 
@@ -45,6 +46,7 @@ const char* stop_name(rlm_stop_reason r) {
     case RLM_STOP_END_TOKEN: return "end-token";
     case RLM_STOP_STOP_STRING: return "stop-string";
     case RLM_STOP_MAX_TOKENS: return "max-tokens";
+    case RLM_STOP_GRAMMAR: return "grammar";
   }
   return "?";
 }
@@ -80,6 +82,7 @@ int cmd_generate(int argc, char** argv) {
   std::vector<std::string> stops;
   uint32_t n_predict = 256;
   SpecFlags spec;
+  GrammarFlags grammar_flags;
   bool compare_plain = false;
   SessionFlags flags;
   rlm_sampling& sp = flags.sampling;
@@ -92,6 +95,8 @@ int cmd_generate(int argc, char** argv) {
     if (handled) continue;
     if (!parse_spec_flag("generate", argc, argv, &i, &spec, &handled)) return 2;
     if (handled) continue;
+    if (!parse_grammar_flag("generate", argc, argv, &i, &grammar_flags, &handled)) return 2;
+    if (handled) continue;
     auto need = [&](const char* name) -> const char* {
       if (i + 1 >= argc) {
         fprintf(stderr, "ringlm generate: %s needs a value\n", name);
@@ -102,7 +107,7 @@ int cmd_generate(int argc, char** argv) {
     const char* v = nullptr;
     bool ok = true;
     if (a == "-h" || a == "--help") {
-      printf("%s%s%s", kUsage, kSessionFlagsHelp, kSpecFlagsHelp);
+      printf("%s%s%s%s", kUsage, kSessionFlagsHelp, kSpecFlagsHelp, kGrammarFlagsHelp);
       return 0;
     } else if (a == "-m" || a == "--model") {
       if (!(v = need("-m"))) return 2;
@@ -151,6 +156,11 @@ int cmd_generate(int argc, char** argv) {
     return 2;
   }
   if (!spec_flags_check("generate", spec)) return 2;
+  if (!grammar_flags_check("generate", grammar_flags)) return 2;
+  if (grammar_flags.any()) {
+    cfg.grammar_state_bytes =
+        grammar_flags.state_bytes ? grammar_flags.state_bytes : kDefaultGrammarStateBytes;
+  }
   if (compare_plain && !spec.any()) {
     fprintf(stderr, "ringlm generate: --compare-plain needs --draft or --lookup\n");
     return 2;
@@ -176,6 +186,8 @@ int cmd_generate(int argc, char** argv) {
   ringlm::Result<ringlm::Model> model = ringlm::Model::open(file.data(), file.size());
   if (!model) return fail("model", model.code(), model.message());
   if (!check_session_flags("generate", model->get(), cfg)) return 2;
+  CliGrammar grammar;
+  if (grammar_flags.any() && !grammar.compile("generate", grammar_flags, model->get())) return 1;
 
   // The whole prompt is queued by one feed: the session's text and token budgets grow to fit it
   // (the runtime tokenizes it in the session's scratch, about 40 bytes per prompt byte). The
@@ -239,6 +251,10 @@ int cmd_generate(int argc, char** argv) {
     if (speculate && !drafter.start("generate", spec, s.get(), c)) return 1;
     ringlm::Status st = s.set_sampling(sp);
     if (!st) return fail("sampling", st.code(), st.message());
+    if (grammar.get()) {
+      const rlm_status gs = rlm_session_set_grammar(s.get(), grammar.get());
+      if (gs != RLM_OK) return fail("grammar", gs, rlm_session_error(s.get()));
+    }
     for (const std::string& stop : stops) {
       if (!(st = s.add_stop_string(stop))) return fail("stop string", st.code(), st.message());
     }

@@ -371,6 +371,10 @@ bool matcher_viable(const Matcher& m) {
     const uint32_t rem = m.pending_need - m.pending_len;
     lo = m.pending << (6 * rem);
     hi = lo | ((1u << (6 * rem)) - 1);
+    // A lead byte alone leaves the low bits free, but not below the sequence length's smallest
+    // code point (E0 starts U+0800..U+0FFF, not U+0000..U+0FFF: overlong forms are invalid).
+    const uint32_t min_cp = m.pending_need == 2 ? 0x80u : m.pending_need == 3 ? 0x800u : 0x10000u;
+    if (lo < min_cp) lo = min_cp;
   }
   for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
     const uint32_t len = m.cur.len[k];

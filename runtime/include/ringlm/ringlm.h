@@ -159,6 +159,12 @@ typedef struct rlm_session_config {
                                  per layer, so a rejected draft never evicts a position the ring
                                  would otherwise hold. Must be < n_ctx - n_sink (and < the
                                  sliding window of models that have one); at most 64. */
+  /* Added with grammars: a struct_size that ends before `grammar_state_bytes` means 0. */
+  uint32_t grammar_state_bytes; /* memory for a grammar's parse state (default 0 = grammars off,
+                                 no memory). The session keeps two states of this size (the
+                                 committed one and the mask's trial copy). A grammar whose open
+                                 parses outgrow it makes rlm_step fail with RLM_ERR_CAPACITY.
+                                 0 or at least 4096; 256 KiB suits JSON. */
 } rlm_session_config;
 
 RLM_API void rlm_session_config_default(rlm_session_config* config);
@@ -315,7 +321,8 @@ typedef enum rlm_stop_reason {
   RLM_STOP_NONE = 0,
   RLM_STOP_END_TOKEN = 1,
   RLM_STOP_STOP_STRING = 2,
-  RLM_STOP_MAX_TOKENS = 3
+  RLM_STOP_MAX_TOKENS = 3,
+  RLM_STOP_GRAMMAR = 4    /* the grammar is complete and nothing may follow (rlm_session_set_grammar) */
 } rlm_stop_reason;
 
 typedef struct rlm_step_result {
@@ -421,6 +428,50 @@ typedef struct rlm_spec_stats {
 RLM_API void rlm_spec_stats_default(rlm_spec_stats* stats);
 /* Counters since the last rlm_session_set_speculation (or init). */
 RLM_API rlm_status rlm_session_spec_stats(const rlm_session* session, rlm_spec_stats* stats);
+
+/* ---------------------------------------------------------------------------------------------
+ * Grammars (constrained decoding): only tokens that can continue a sentence of the grammar are
+ * sampled. Grammars are GBNF, the format of llama.cpp's .gbnf files (README "Grammars (GBNF)");
+ * JSON Schemas compile to GBNF first (rlm_json_schema_to_gbnf).
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct rlm_grammar rlm_grammar; /* opaque; lives in the memory given to compile */
+
+/* Bytes rlm_grammar_compile needs for `len` bytes of GBNF against `model`'s vocabulary (an upper
+ * bound from the text's length and the vocabulary), in *size. Alignment: 64. */
+RLM_API rlm_status rlm_grammar_memory(const rlm_model* model, const char* gbnf, size_t len,
+                                      size_t* size);
+/* Compiles GBNF into `memory` (64-byte aligned, `size` >= rlm_grammar_memory's answer). The
+ * grammar is read-only afterwards: any number of sessions on this model, on any threads, may use
+ * it; it borrows the model and must not outlive it (nor its memory be reused) while a session
+ * uses it. Errors: RLM_ERR_GRAMMAR / RLM_ERR_INVALID_UTF8 with "line L, column C: ..." in
+ * `message` (cap bytes, NUL-terminated; may be NULL with cap 0), RLM_ERR_BUFFER_TOO_SMALL,
+ * RLM_ERR_MISALIGNED. Allocates nothing. */
+RLM_API rlm_status rlm_grammar_compile(const rlm_model* model, const char* gbnf, size_t len,
+                                       void* memory, size_t size, rlm_grammar** grammar,
+                                       char* message, size_t cap);
+/* The built-in "any JSON value" grammar (GBNF, NUL-terminated, static). */
+RLM_API const char* rlm_json_gbnf(void);
+/* JSON Schema -> GBNF. Scratch: rlm_json_schema_scratch_bytes(schema, len) bytes, 64-aligned.
+ * Writes the GBNF into out[0, cap) NUL-terminated; *out_len = its length (also when cap is too
+ * small: then RLM_ERR_BUFFER_TOO_SMALL; out may be NULL with cap 0 to ask). Unsupported keywords
+ * and invalid schemas: RLM_ERR_GRAMMAR (or RLM_ERR_INVALID_ARGUMENT for invalid JSON) with the
+ * keyword and its JSON pointer in `message`. Supported subset: README "JSON Schema". */
+RLM_API size_t rlm_json_schema_scratch_bytes(const char* schema, size_t len);
+RLM_API rlm_status rlm_json_schema_to_gbnf(const char* schema, size_t len, void* scratch,
+                                           size_t scratch_size, char* out, size_t cap,
+                                           size_t* out_len, char* message, size_t message_cap);
+
+/* Constrains the session's output to `grammar` (NULL: off). Each turn's output (the tokens
+ * rlm_step samples after input was fed) must be a sentence of the grammar: before sampling,
+ * every token that cannot continue it gets -inf, end tokens only where the grammar may end; the
+ * turn stops with RLM_STOP_GRAMMAR once it is complete and nothing may follow. Feeding input
+ * starts a new turn and the grammar again from its start (so do rewind and reset). Composes with
+ * logit bias, penalties, every sampler, stop strings and speculative decoding (drafts the grammar
+ * refuses are simply not accepted). RLM_ERR_BAD_STATE when the session has grammar_state_bytes 0;
+ * RLM_ERR_INVALID_ARGUMENT for a grammar compiled against another model. Costs: the mask checks
+ * the vocabulary against the parse state at every step (README). */
+RLM_API rlm_status rlm_session_set_grammar(rlm_session* session, const rlm_grammar* grammar);
 
 /* ---------------------------------------------------------------------------------------------
  * Tokenizer
