@@ -9,7 +9,9 @@ public enum StopReason {
   /** A stop string appeared; it is not part of the text. */
   STOP_STRING,
   /** The max-tokens budget of the turn was reached. */
-  MAX_TOKENS;
+  MAX_TOKENS,
+  /** The session's grammar is complete and nothing may follow (rlm_session_set_grammar). */
+  GRAMMAR;
 
   private static final StopReason[] VALUES = values();
 
