@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -388,6 +389,39 @@ TEST(GrammarSession, NamedErrors) {
   const Output o = run_turn(small.s, "x", 5000);
   EXPECT_EQ(o.st, RLM_ERR_CAPACITY);
   EXPECT_NE(std::string(rlm_session_error(small.s)).find("grammar state budget"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// One compiled grammar backing 8 sessions on 8 threads at once (the grammar is read-only; each
+// session keeps its own parse state): every thread's output equals the same seed's output run
+// alone. In the tsan preset.
+TEST(GrammarSession, SharedBy8Sessions) {
+  const OpenedModel& m = model_fixture();
+  CompiledGrammar g(&m.model, schema_to_gbnf(schema_file("array_of_objects.json")));
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  const int kThreads = 8;
+  const uint32_t max_tokens = emulated() ? 60 : 300;
+  auto generate = [&](uint64_t seed, Output* out) {
+    TestSession ts;
+    if (ts.init(&m.model, grammar_config()) != RLM_OK) return;
+    if (rlm_session_set_grammar(ts.s, g.g) != RLM_OK) return;
+    const rlm_sampling sp = sampling(seed);
+    rlm_session_set_sampling(ts.s, &sp);
+    *out = run_turn(ts.s, "x", max_tokens);
+  };
+  std::vector<Output> alone(kThreads), together(kThreads);
+  for (int k = 0; k < kThreads; ++k) generate(500 + k, &alone[k]);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k) threads.emplace_back(generate, 500 + k, &together[k]);
+  for (std::thread& t : threads) t.join();
+  for (int k = 0; k < kThreads; ++k) {
+    EXPECT_EQ(together[k].st, RLM_OK);
+    EXPECT_FALSE(alone[k].tokens.empty());
+    EXPECT_EQ(together[k].tokens, alone[k].tokens) << "thread " << k;
+  }
 }
 
 }  // namespace
