@@ -507,6 +507,40 @@ TEST(CliFlags, SyntheticModelWithARealVocabulary) {
 
 }  // namespace
 
+// generate --json / --grammar / --json-schema (#15): the output is a sentence of the grammar,
+// checked by `ringlm grammar check`; conflicting flags are refused.
+TEST_F(ByteLevelModel, GenerateGrammarFlags) {
+  const std::string base = ringlm_bin() + " generate -m " + sq(path_) + " -p x --temp 1 -n 2000 ";
+  std::string out, verdict;
+  for (int seed = 1; seed <= 3; ++seed) {
+    ASSERT_EQ(run_command(base + "--json --seed " + std::to_string(seed) + " 2>/dev/null", &out), 0);
+    const std::string file = temp_dir() + "/gen.json";
+    {
+      std::ofstream f(file, std::ios::binary);
+      f << out;
+    }
+    ASSERT_EQ(run_command(ringlm_bin() + " grammar check --json --file " + file, &verdict), 0)
+        << out << "\n" << verdict;
+  }
+  const std::string g = temp_dir() + "/yn.gbnf";
+  {
+    std::ofstream f(g);
+    f << "root ::= (\"yes\" | \"no\") \".\"\n";
+  }
+  ASSERT_EQ(run_command(base + "--grammar " + g + " 2>&1 >/dev/null", &out), 0) << out;
+  EXPECT_NE(out.find("stop grammar"), std::string::npos) << out;
+  ASSERT_EQ(run_command(base + "--grammar " + g + " 2>/dev/null", &out), 0);
+  EXPECT_TRUE(out == "yes." || out == "no.") << out;
+  EXPECT_EQ(run_command(base + "--json --grammar " + g + " 2>&1", &out), 2);
+  EXPECT_NE(out.find("one of --grammar, --json-schema and --json"), std::string::npos) << out;
+  {
+    std::ofstream f(g);
+    f << "root ::= (\"yes\" | no\n";
+  }
+  EXPECT_EQ(run_command(base + "--grammar " + g + " 2>&1", &out), 1);
+  EXPECT_NE(out.find("line 1, column 10: unterminated group"), std::string::npos) << out;
+}
+
 // Speculative flags (#14): --lookup / --draft generate the same tokens as plain decoding
 // (--compare-plain checks it and exits 1 otherwise); a draft model of another vocabulary, both
 // drafters at once and bad knob values are refused with a message.

@@ -10,6 +10,7 @@
 
 #include "convert/chat_template.h"
 #include "cli_common.h"
+#include "grammar_flags.h"
 #include "speculation_flags.h"
 #include "commands.h"
 #include "mapped_file.h"
@@ -171,6 +172,7 @@ bool run_turn(Chat* c, const std::string& user) {
   if (c->stats) {
     const char* why = r.stop == RLM_STOP_END_TOKEN    ? "end-of-turn"
                       : r.stop == RLM_STOP_MAX_TOKENS ? "max-tokens"
+                      : r.stop == RLM_STOP_GRAMMAR    ? "grammar"
                                                       : "stop-string";
     fprintf(stderr, "[turn: %zu new tokens, %u run, %u generated, position %u, stop %s]\n",
             ids.size(), evaluated, generated, pos, why);
@@ -185,6 +187,7 @@ int cmd_chat(int argc, char** argv) {
   uint32_t n_predict = 512, max_prompt = 0;
   bool stats = false;
   SpecFlags spec;
+  GrammarFlags grammar_flags;
   SessionFlags flags;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -192,6 +195,8 @@ int cmd_chat(int argc, char** argv) {
     if (!parse_session_flag("chat", argc, argv, &i, &flags, &handled)) return 2;
     if (handled) continue;
     if (!parse_spec_flag("chat", argc, argv, &i, &spec, &handled)) return 2;
+    if (handled) continue;
+    if (!parse_grammar_flag("chat", argc, argv, &i, &grammar_flags, &handled)) return 2;
     if (handled) continue;
     auto value = [&](std::string* out) {
       if (i + 1 >= argc) {
@@ -203,7 +208,7 @@ int cmd_chat(int argc, char** argv) {
     };
     std::string v;
     if (a == "-h" || a == "--help") {
-      printf("%s%s%s", kUsage, kSessionFlagsHelp, kSpecFlagsHelp);
+      printf("%s%s%s%s", kUsage, kSessionFlagsHelp, kSpecFlagsHelp, kGrammarFlagsHelp);
       return 0;
     } else if (a == "-m" || a == "--model") {
       if (!value(&model_path)) return 2;
@@ -234,6 +239,11 @@ int cmd_chat(int argc, char** argv) {
   }
   if (!spec_flags_check("chat", spec)) return 2;
   if (spec.any()) flags.config.max_draft = spec.draft_max;
+  if (!grammar_flags_check("chat", grammar_flags)) return 2;
+  if (grammar_flags.any()) {
+    flags.config.grammar_state_bytes =
+        grammar_flags.state_bytes ? grammar_flags.state_bytes : kDefaultGrammarStateBytes;
+  }
   finish_session_flags(&flags);
 
   MappedFile file;
@@ -267,6 +277,9 @@ int cmd_chat(int argc, char** argv) {
   }
 
   if (!check_session_flags("chat", &model, flags.config)) return 2;
+  // Every reply is a sentence of the grammar (each turn starts it again).
+  CliGrammar grammar;
+  if (grammar_flags.any() && !grammar.compile("chat", grammar_flags, &model)) return 1;
   rlm_model_info info;
   rlm_model_info_default(&info);
   rlm_model_get_info(&model, &info);
@@ -284,6 +297,10 @@ int cmd_chat(int argc, char** argv) {
   rlm_session* s = session.get();
   CliDrafter drafter;
   if (spec.any() && !drafter.start("chat", spec, s, flags.config)) return 1;
+  if (grammar.get() && (st = rlm_session_set_grammar(s, grammar.get())) != RLM_OK) {
+    fprintf(stderr, "ringlm chat: grammar: %s: %s\n", rlm_status_string(st), rlm_session_error(s));
+    return 1;
+  }
   int rc = 0;
   if ((st = rlm_session_set_sampling(s, &flags.sampling)) != RLM_OK) {  // a bad flag value
     fprintf(stderr, "ringlm chat: sampling: %s: %s\n", rlm_status_string(st), rlm_session_error(s));
