@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "unicode.h"
+
 namespace ringlm::internal {
 
 namespace {
@@ -20,41 +22,6 @@ int hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-// Decodes one UTF-8 code point at p[0, n): its length, or 0 when invalid (overlong, surrogate,
-// above U+10FFFF, truncated).
-uint32_t utf8_decode(const uint8_t* p, size_t n, uint32_t* cp) {
-  const uint8_t b = p[0];
-  if (b < 0x80) {
-    *cp = b;
-    return 1;
-  }
-  uint32_t len, v, lo = 0x80, hi = 0xBF;
-  if (b >= 0xC2 && b <= 0xDF) {
-    len = 2;
-    v = b & 0x1F;
-  } else if (b >= 0xE0 && b <= 0xEF) {
-    len = 3;
-    v = b & 0x0F;
-    if (b == 0xE0) lo = 0xA0;
-    if (b == 0xED) hi = 0x9F;
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    len = 4;
-    v = b & 0x07;
-    if (b == 0xF0) lo = 0x90;
-    if (b == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (n < len) return 0;
-  for (uint32_t k = 1; k < len; ++k) {
-    const uint8_t c = p[k];
-    if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return 0;
-    v = (v << 6) | (c & 0x3F);
-  }
-  *cp = v;
-  return len;
 }
 
 struct Parser {
@@ -198,8 +165,8 @@ struct Parser {
       *cp = v;
       return true;
     }
-    const uint32_t len = utf8_decode(reinterpret_cast<const uint8_t*>(s + i), n - i, cp);
-    if (len == 0) {
+    const size_t len = utf8_decode(reinterpret_cast<const uint8_t*>(s + i), n - i, cp);
+    if (*cp == kInvalidCp) {
       fail(i, RLM_ERR_INVALID_UTF8, "invalid UTF-8");
       return false;
     }
