@@ -32,6 +32,9 @@ constexpr uint32_t kInvalidCp = 0xFFFFFFFFu;
 // not start a valid sequence is returned as length 1 with *cp = kInvalidCp.
 size_t utf8_decode(const uint8_t* s, size_t n, uint32_t* cp);
 
+// Encodes code point cp (<= U+10FFFF) as UTF-8 into out; returns its length (1..4).
+size_t utf8_encode(uint32_t cp, uint8_t out[4]);
+
 // Class of the character at s[0] (n > 0), with its length in *len. Invalid bytes are one-byte
 // characters of class Other (llama.cpp reads them as U+FFFD, a symbol).
 CpClass utf8_class(const uint8_t* s, size_t n, size_t* len);

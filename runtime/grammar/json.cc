@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "unicode.h"
+
 namespace ringlm::internal {
 
 namespace {
@@ -72,21 +74,9 @@ struct Parser {
     ++n_str;
   }
   void put_cp(uint32_t cp) {
-    if (cp < 0x80) {
-      put_byte(static_cast<uint8_t>(cp));
-    } else if (cp < 0x800) {
-      put_byte(static_cast<uint8_t>(0xC0 | (cp >> 6)));
-      put_byte(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      put_byte(static_cast<uint8_t>(0xE0 | (cp >> 12)));
-      put_byte(static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F)));
-      put_byte(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
-    } else {
-      put_byte(static_cast<uint8_t>(0xF0 | (cp >> 18)));
-      put_byte(static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F)));
-      put_byte(static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F)));
-      put_byte(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
-    }
+    uint8_t b[4];
+    const size_t len = utf8_encode(cp, b);
+    for (size_t k = 0; k < len; ++k) put_byte(b[k]);
   }
 
   // Four hex digits at pos (advances past them).

@@ -4,6 +4,8 @@
 
 #include "grammar/json.h"
 
+#include "unicode.h"
+
 namespace ringlm::internal {
 
 namespace {
@@ -165,20 +167,8 @@ void json_cp_lit(Out& o, uint32_t cp) {
         tmp[n++] = '0';
         tmp[n++] = kHex[cp >> 4];
         tmp[n++] = kHex[cp & 15];
-      } else if (cp < 0x80) {
-        tmp[n++] = static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        tmp[n++] = static_cast<char>(0xC0 | (cp >> 6));
-        tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        tmp[n++] = static_cast<char>(0xE0 | (cp >> 12));
-        tmp[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
       } else {
-        tmp[n++] = static_cast<char>(0xF0 | (cp >> 18));
-        tmp[n++] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        tmp[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
+        n = utf8_encode(cp, reinterpret_cast<uint8_t*>(tmp));
       }
   }
   for (size_t i = 0; i < n; ++i) lit_byte(o, static_cast<uint8_t>(tmp[i]));
@@ -206,22 +196,7 @@ void class_cp(Out& o, uint32_t cp) {
     return;
   }
   char tmp[4];
-  size_t n = 0;
-  if (cp < 0x80) {
-    tmp[n++] = static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    tmp[n++] = static_cast<char>(0xC0 | (cp >> 6));
-    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    tmp[n++] = static_cast<char>(0xE0 | (cp >> 12));
-    tmp[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    tmp[n++] = static_cast<char>(0xF0 | (cp >> 18));
-    tmp[n++] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    tmp[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    tmp[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  const size_t n = utf8_encode(cp, reinterpret_cast<uint8_t*>(tmp));
   o.put(tmp, n);
 }
 
