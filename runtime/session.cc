@@ -16,6 +16,7 @@ constexpr uint32_t kMaxStopBytes = 1u << 20;
 constexpr uint32_t kMaxStopCount = 1024;
 constexpr uint32_t kMaxPenaltyWindow = 1u << 16;
 constexpr uint32_t kMaxGrammarState = 1u << 28;
+constexpr uint32_t kMaxGrammarCache = 1u << 30;
 // Positions are uint32 in the ABI; stop short of wrapping them.
 constexpr uint64_t kMaxPosition = 0xfffffff0u;
 
@@ -39,7 +40,8 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   spec_layout(a, c.max_draft, &s->spec);
   if (c.grammar_state_bytes > 0) {
     matcher_layout(a, nullptr, c.grammar_state_bytes, &s->gstate);
-    matcher_layout(a, nullptr, c.grammar_state_bytes, &s->gtrial);
+    mask_scratch_layout(a, m.hp.vocab_size, c.grammar_state_bytes, c.grammar_cache_bytes,
+                        &s->gmask);
   }
 }
 
@@ -190,11 +192,13 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   constexpr size_t kV1Size = offsetof(rlm_session_config, backend);
   constexpr size_t kV2Size = offsetof(rlm_session_config, max_draft);
   constexpr size_t kV3Size = offsetof(rlm_session_config, grammar_state_bytes);
+  constexpr size_t kV4Size = offsetof(rlm_session_config, grammar_cache_bytes);
   RLM_CHECK(c->struct_size == sizeof(rlm_session_config) || c->struct_size == kV1Size ||
-                c->struct_size == kV2Size || c->struct_size == kV3Size,
+                c->struct_size == kV2Size || c->struct_size == kV3Size ||
+                c->struct_size == kV4Size,
             RLM_ERR_STRUCT_SIZE, err,
-            "rlm_session_config.struct_size %u, expected %zu (or an older %zu, %zu or %zu)",
-            c->struct_size, sizeof(rlm_session_config), kV3Size, kV2Size, kV1Size);
+            "rlm_session_config.struct_size %u, expected %zu (or an older %zu, %zu, %zu or %zu)",
+            c->struct_size, sizeof(rlm_session_config), kV4Size, kV3Size, kV2Size, kV1Size);
   const char* backend = c->struct_size >= offsetof(rlm_session_config, backend) + sizeof(char*)
                             ? c->backend
                             : nullptr;
@@ -222,6 +226,15 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
       c->struct_size >= offsetof(rlm_session_config, grammar_state_bytes) + sizeof(uint32_t)
           ? c->grammar_state_bytes
           : 0;
+  k.grammar_cache_bytes =
+      c->struct_size >= offsetof(rlm_session_config, grammar_cache_bytes) + sizeof(uint32_t)
+          ? c->grammar_cache_bytes
+          : 0;
+  RLM_CHECK(k.grammar_cache_bytes <= kMaxGrammarCache, RLM_ERR_INVALID_ARGUMENT, err,
+            "grammar_cache_bytes %u: at most %u", k.grammar_cache_bytes, kMaxGrammarCache);
+  RLM_CHECK(k.grammar_cache_bytes == 0 || k.grammar_state_bytes > 0, RLM_ERR_INVALID_ARGUMENT, err,
+            "grammar_cache_bytes %u without grammar_state_bytes (grammars are off)",
+            k.grammar_cache_bytes);
   RLM_CHECK(k.grammar_state_bytes == 0 ||
                 (k.grammar_state_bytes >= kMatcherMinBytes && k.grammar_state_bytes <= kMaxGrammarState),
             RLM_ERR_INVALID_ARGUMENT, err, "grammar_state_bytes %u: 0 or in [%zu, %u]",
@@ -436,7 +449,7 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   if (s->grammar) {
     RLM_RETURN_IF_ERROR(s->grammar_status);
     // The grammar's mask goes first: bias, penalties and samplers see only what it allows.
-    RLM_RETURN_IF_ERROR(grammar_mask(*s->grammar, s->gstate, &s->gtrial, session_logits(s),
+    RLM_RETURN_IF_ERROR(grammar_mask(*s->grammar, s->gstate, &s->gmask, session_logits(s),
                                      [s](int32_t id) { return is_stop_token(s, id); }, &err));
   }
   const int32_t token = sample(session_logits(s), s->model->hp.vocab_size, s->sp, s->history,
@@ -542,7 +555,7 @@ Status session_set_grammar(SessionImpl* s, const GrammarImpl* g) {
   RLM_CHECK(g->model == s->model, RLM_ERR_INVALID_ARGUMENT, &err,
             "the grammar was compiled against another model's vocabulary");
   s->grammar = g;
-  s->gstate.g = s->gtrial.g = g->g;
+  s->gstate.g = s->gmask.trial.g = g->g;
   // The grammar applies to what is sampled from now on (the turn's output so far is not
   // re-parsed), and from the start of every later turn.
   grammar_begin(s);

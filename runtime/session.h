@@ -31,6 +31,7 @@ struct SessionConfig {  // validated rlm_session_config
   uint32_t stop_string_bytes, max_stop_strings, max_stop_tokens, penalty_window, max_logit_bias;
   uint32_t max_draft;          // speculative verification budget (0 = off)
   uint32_t grammar_state_bytes;  // per grammar state (0 = grammars off)
+  uint32_t grammar_cache_bytes;  // remembered masks (0 = none)
   const KernelTable* kernels;  // chosen for this CPU (or forced by the caller)
   bool xnnpack;                // backend "xnnpack": f32 matrices on XNNPACK operators
 };
@@ -83,9 +84,11 @@ struct SessionImpl {
   SpecState spec;
 
   // Grammar (cfg.grammar_state_bytes > 0): the compiled grammar (borrowed, null = off), the parse
-  // state of this turn's output so far, and the mask's trial copy (same budget).
+  // state of this turn's output so far, and the mask stage's scratch (its trial state of the same
+  // budget, a vocabulary bitset, the remembered masks of cfg.grammar_cache_bytes).
   const GrammarImpl* grammar;
-  Matcher gstate, gtrial;
+  Matcher gstate;
+  MaskScratch gmask;
   Status grammar_status;         // of the turn's matcher_reset: not RLM_OK = the step fails
 
   char error[256];

@@ -20,11 +20,13 @@
 #include <vector>
 
 #include "bandwidth.h"
+#include "bench_grammar.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "convert/convert.h"
 #include "convert/synthetic.h"
 #include "convert/writer.h"
+#include "grammar_flags.h"
 #include "mapped_file.h"
 #include "model_generated.h"
 #include "tokenizer_source.h"
@@ -100,6 +102,19 @@ const char kUsage[] =
     "                          same tokens either way (checked). A line per K gives the accepted\n"
     "                          share, tokens per target pass, the speed-up and the cost of one\n"
     "                          1+K verification pass in one-token passes.\n"
+    "      --grammar FILE.gbnf | --json-schema FILE.json | --json\n"
+    "                          constrained-decoding rows next to tg: \"tgN t=1\" (N sampled steps\n"
+    "                          at temperature 1, seed 1, no grammar) and \"tgN t=1 grammar\" (the\n"
+    "                          same with the grammar's mask; a turn the grammar ends restarts\n"
+    "                          from the start token). Then the tokens of the grammar run are\n"
+    "                          replayed through the mask stage alone (no forward pass), 3 rounds,\n"
+    "                          and a line gives the mask + accept time per token (median, p99,\n"
+    "                          max, in microseconds), the mean share of the vocabulary allowed,\n"
+    "                          and decode with the grammar as a share of decode without\n"
+    "      --grammar-state-bytes N  parse-state budget per matcher (default 1 MiB)\n"
+    "      --grammar-cache-bytes N  remembered masks (default 4 MiB, 0 = none): the replay\n"
+    "                          keeps one cache across its rounds' turns like a session; the\n"
+    "                          line also gives its hit rate\n"
     "  -h, --help              this help\n"
     "\n"
     "The table goes to stdout; progress and notes go to stderr. Exit status: 0 when every row\n"
@@ -392,6 +407,39 @@ struct Runner {
     return true;
   }
 
+  // n steps with the session's sampling from the start token. With `end_turns`, end tokens
+  // count (not ignored) and a turn that stops (an end token, or the grammar complete) restarts
+  // from the start token; `turns` gets each turn's tokens. Seconds of the steps and restarts.
+  bool tg_turns(uint32_t n, bool end_turns, double* secs,
+                std::vector<std::vector<int32_t>>* turns) {
+    turns->clear();
+    rlm_status st = RLM_OK;
+    rlm_step_result r;
+    rlm_step_result_default(&r);
+    const int32_t start = first_token;
+    const double t0 = now_s();
+    for (uint32_t i = 0; i < n; ++i) {
+      if (turns->empty() || r.stop != RLM_STOP_NONE) {
+        if ((st = rlm_session_reset(s)) != RLM_OK) return fail("reset", st);
+        rlm_session_set_max_tokens(s, 0);
+        rlm_session_set_ignore_eos(s, end_turns ? 0 : 1);
+        if ((st = rlm_session_feed_tokens(s, &start, 1)) != RLM_OK) return fail("feed", st);
+        turns->emplace_back();
+      }
+      if ((st = rlm_step(s, &r)) != RLM_OK) {
+        *secs = now_s() - t0;
+        return fail("step", st);
+      }
+      turns->back().push_back(r.token);
+      if (r.stop != RLM_STOP_NONE && !end_turns) {
+        error = "generation stopped early (stop reason " + std::to_string(r.stop) + ")";
+        return false;
+      }
+    }
+    *secs = now_s() - t0;
+    return true;
+  }
+
   // The echo test: n greedy steps after `prompt` (fed and evaluated untimed), with prompt lookup
   // of at most k drafts (k = 0: plainly). Seconds of the n steps, the tokens, the counters.
   bool echo(const std::vector<int32_t>& prompt, uint32_t n, uint32_t k, double* secs,
@@ -443,6 +491,79 @@ void print_row(const std::string& model, const std::string& size, const std::str
   fflush(stdout);
 }
 
+// --grammar: the rows "tgN t=1" and "tgN t=1 grammar", then the mask replay's summary line
+// (into *lines). False with the message printed.
+bool grammar_rows(Runner& run, const rlm_grammar* g, const rlm_model* model,
+                  const rlm_session_config& cfg,
+                  uint32_t n_gen, uint32_t reps, uint32_t nt, const std::string& backend,
+                  const std::string& label, const std::string& size_s, const std::string& params_s,
+                  int64_t load_cell, uint32_t* rows_total, std::vector<std::string>* lines) {
+  rlm_sampling t1;
+  rlm_sampling_default(&t1);
+  t1.temperature = 1.0f;
+  t1.seed = 1;
+  rlm_sampling greedy;
+  rlm_sampling_default(&greedy);
+  greedy.temperature = 0.0f;
+  rlm_session* s = run.s;
+  const std::string base = "tg" + std::to_string(n_gen) + " t=1";
+  std::vector<std::vector<int32_t>> turns;
+  double secs = 0, tps[2] = {0, 0};
+  for (int with = 0; with < 2; ++with) {
+    rlm_status st = rlm_session_set_sampling(s, &t1);
+    if (st == RLM_OK) st = rlm_session_set_grammar(s, with ? g : nullptr);
+    if (st != RLM_OK) {
+      fprintf(stderr, "ringlm bench: %s: %s: %s\n", base.c_str(), rlm_status_string(st),
+              rlm_session_error(s));
+      return false;
+    }
+    std::vector<double> v;
+    for (uint32_t r = 0; r < reps; ++r) {
+      if (!run.tg_turns(n_gen, with != 0, &secs, &turns)) {
+        fprintf(stderr, "ringlm bench: %s%s: %s\n", base.c_str(), with ? " grammar" : "",
+                run.error.c_str());
+        return false;
+      }
+      v.push_back(n_gen / secs);
+    }
+    const Row row{nt, base + (with ? " grammar" : ""), true, stats_of(v)};
+    tps[with] = row.tps.mean;
+    print_row(label, size_s, params_s, backend, load_cell, row);
+    ++*rows_total;
+  }
+  rlm_session_set_grammar(s, nullptr);
+  rlm_session_set_sampling(s, &greedy);
+  // `turns` now holds the tokens of the last grammar repetition.
+  MaskTimes mt;
+  std::string err;
+  if (!replay_mask_times(model, g, cfg.grammar_state_bytes, cfg.grammar_cache_bytes, turns, 3,
+                         &mt, &err)) {
+    fprintf(stderr, "ringlm bench: grammar mask replay: %s\n", err.c_str());
+    return false;
+  }
+  rlm_model_info info;
+  rlm_model_info_default(&info);
+  rlm_model_get_info(model, &info);
+  const std::string cache_name =
+      cfg.grammar_cache_bytes ? human_bytes(cfg.grammar_cache_bytes) : std::string("off");
+  char line[640];
+  snprintf(line, sizeof line,
+           "grammar mask (%s, %u thread%s; vocabulary %u): %zu tokens in %zu turns, mask + accept "
+           "per token median %.1f us, p99 %.1f us, max %.1f us (mask cache %s: %llu hits, %llu "
+           "misses); %.1f %% of the vocabulary allowed on average; decode t=1 with the grammar "
+           "%.2f t/s = %.1f %% of %.2f t/s without",
+           backend.c_str(), nt, nt == 1 ? "" : "s", info.vocab_size, mt.us.size(), turns.size(),
+           percentile(mt.us, 0.5), percentile(mt.us, 0.99), percentile(mt.us, 1.0),
+           cache_name.c_str(), static_cast<unsigned long long>(mt.hits),
+           static_cast<unsigned long long>(mt.misses),
+           mt.us.empty() ? 0.0
+                         : 100.0 * static_cast<double>(mt.allowed) /
+                               (static_cast<double>(mt.us.size()) * info.vocab_size),
+           tps[1], tps[0] > 0 ? 100.0 * tps[1] / tps[0] : 0.0, tps[0]);
+  lines->push_back(line);
+  return true;
+}
+
 // The command line of `ringlm bench`, after defaults.
 struct BenchOptions {
   std::string model_path, synthetic, vocab;
@@ -452,6 +573,7 @@ struct BenchOptions {
   std::vector<uint32_t> threads, loads;
   std::vector<std::string> kernels, backends;
   std::vector<uint32_t> spec_lookup;  // --spec-lookup: draft lengths of the echo rows
+  GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
   rlm_kv_dtype kv = RLM_KV_F32;
 };
 
@@ -479,6 +601,9 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       return true;
     };
     bool ok = true;
+    bool handled = false;
+    if (!parse_grammar_flag("bench", argc, argv, &i, &o->grammar, &handled)) return 2;
+    if (handled) continue;
     if (a == "-h" || a == "--help") {
       fputs(kUsage, stdout);
       return 0;
@@ -562,6 +687,11 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
   }
   if (n_prompt == 0 && n_gen == 0) {
     fprintf(stderr, "ringlm bench: nothing to run (-p 0 and -n 0)\n");
+    return 2;
+  }
+  if (!grammar_flags_check("bench", o->grammar)) return 2;
+  if (o->grammar.any() && n_gen == 0) {
+    fprintf(stderr, "ringlm bench: a grammar needs decode steps (-n > 0)\n");
     return 2;
   }
   if (threads.empty()) {
@@ -689,6 +819,12 @@ int cmd_bench(int argc, char** argv) {
   rlm_sampling sp;
   rlm_sampling_default(&sp);
   sp.temperature = 0.0f;
+  CliGrammar grammar;
+  if (opts.grammar.any()) {
+    if (!grammar.compile("bench", opts.grammar, &model)) return 1;
+    grammar_flags_apply(opts.grammar, &cfg);
+    cfg.n_ctx = std::max<uint32_t>(cfg.n_ctx, n_gen + 2);
+  }
 
   const bool load_column = !loads.empty();
   if (loads.empty()) loads.push_back(0);
@@ -857,6 +993,12 @@ int cmd_bench(int argc, char** argv) {
               spec_lines.push_back(line);
               if (spec != plain) ++failed_rows;
             }
+          }
+          if (grammar.get() &&
+              !grammar_rows(run, grammar.get(), &model, cfg, n_gen, reps, nt,
+                            backend, label, size_s, params_s, load_cell, &rows_total,
+                            &spec_lines)) {
+            return 1;
           }
           results.push_back(rr);
         }

@@ -240,10 +240,7 @@ int cmd_chat(int argc, char** argv) {
   if (!spec_flags_check("chat", spec)) return 2;
   if (spec.any()) flags.config.max_draft = spec.draft_max;
   if (!grammar_flags_check("chat", grammar_flags)) return 2;
-  if (grammar_flags.any()) {
-    flags.config.grammar_state_bytes =
-        grammar_flags.state_bytes ? grammar_flags.state_bytes : kDefaultGrammarStateBytes;
-  }
+  grammar_flags_apply(grammar_flags, &flags.config);
   finish_session_flags(&flags);
 
   MappedFile file;

@@ -157,10 +157,7 @@ int cmd_generate(int argc, char** argv) {
   }
   if (!spec_flags_check("generate", spec)) return 2;
   if (!grammar_flags_check("generate", grammar_flags)) return 2;
-  if (grammar_flags.any()) {
-    cfg.grammar_state_bytes =
-        grammar_flags.state_bytes ? grammar_flags.state_bytes : kDefaultGrammarStateBytes;
-  }
+  grammar_flags_apply(grammar_flags, &cfg);
   if (compare_plain && !spec.any()) {
     fprintf(stderr, "ringlm generate: --compare-plain needs --draft or --lookup\n");
     return 2;

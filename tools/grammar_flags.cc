@@ -13,6 +13,9 @@ const char kGrammarFlagsHelp[] =
     "      --json              output must be one JSON value\n"
     "      --grammar-state-bytes N  the parse state's memory (default 1048576; the session\n"
     "                          holds two)\n"
+    "      --grammar-cache-bytes N  memory for remembered masks (default 4194304; 0 = none):\n"
+    "                          a parse state met again reuses its mask instead of checking\n"
+    "                          the vocabulary (about vocab/8 + 800 bytes per state)\n"
     "  The turn stops (stop reason \"grammar\") once the grammar is complete and nothing may\n"
     "  follow; end tokens are allowed only where it may end.\n";
 
@@ -44,6 +47,15 @@ bool parse_grammar_flag(const char* verb, int argc, char** argv, int* i, Grammar
       fprintf(stderr, "ringlm %s: bad value '%s' for --grammar-state-bytes (at least 4096)\n", verb, v);
       return false;
     }
+  } else if (!strcmp(a, "--grammar-cache-bytes")) {
+    const char* v = value();
+    if (!v) return false;
+    if (!parse_u32(v, &f->cache_bytes) || f->cache_bytes > (1u << 30)) {
+      fprintf(stderr, "ringlm %s: bad value '%s' for --grammar-cache-bytes (0 to 1073741824)\n",
+              verb, v);
+      return false;
+    }
+    f->cache_given = true;
   } else {
     *handled = false;
   }
@@ -56,11 +68,18 @@ bool grammar_flags_check(const char* verb, const GrammarFlags& f) {
     fprintf(stderr, "ringlm %s: give one of --grammar, --json-schema and --json\n", verb);
     return false;
   }
-  if (n == 0 && f.state_bytes) {
-    fprintf(stderr, "ringlm %s: --grammar-state-bytes goes with a grammar\n", verb);
+  if (n == 0 && (f.state_bytes || f.cache_given)) {
+    fprintf(stderr, "ringlm %s: --grammar-state-bytes and --grammar-cache-bytes go with a grammar\n",
+            verb);
     return false;
   }
   return true;
+}
+
+void grammar_flags_apply(const GrammarFlags& f, rlm_session_config* cfg) {
+  if (!f.any()) return;
+  cfg->grammar_state_bytes = f.state_bytes ? f.state_bytes : kDefaultGrammarStateBytes;
+  cfg->grammar_cache_bytes = f.cache_given ? f.cache_bytes : kDefaultGrammarCacheBytes;
 }
 
 bool CliGrammar::compile(const char* verb, const GrammarFlags& f, const rlm_model* model) {

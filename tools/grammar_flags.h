@@ -15,10 +15,16 @@ struct GrammarFlags {
   std::string gbnf_file, schema_file;
   bool json = false;
   uint32_t state_bytes = 0;  // 0: the default below when a grammar is given
+  uint32_t cache_bytes = 0;  // --grammar-cache-bytes (with cache_given; else the default below)
+  bool cache_given = false;
   bool any() const { return !gbnf_file.empty() || !schema_file.empty() || json; }
 };
 
 constexpr uint32_t kDefaultGrammarStateBytes = 1u << 20;
+constexpr uint32_t kDefaultGrammarCacheBytes = 4u << 20;
+
+// Sets the session config's grammar budgets from the flags (when a grammar is given).
+void grammar_flags_apply(const GrammarFlags& f, rlm_session_config* cfg);
 
 extern const char kGrammarFlagsHelp[];
 

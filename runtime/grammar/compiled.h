@@ -3,20 +3,23 @@
 // by one function for the size query and the compile. Read-only after compile: any number of
 // sessions on the same model, on any threads, may use it at once.
 //
-// The token mask (grammar_mask) is the reference walk over the byte-sorted vocabulary: a token is
-// allowed when the recognizer takes all its bytes from the session's state and can still
-// continue (a partial UTF-8 character at its end included); a token rejected at byte k rules out,
-// without a check, every following token that shares its first k + 1 bytes. Its cost grows with
-// the vocabulary and the state; the per-state precomputed token classes that make it O(1) in the
-// common case are the next step of #15.
+// The token mask (grammar_mask): a walk over the byte-sorted vocabulary: a token is allowed when
+// the recognizer takes all its bytes from the session's state and can still continue (a partial
+// UTF-8 character at its end included). Tokens whose first byte no open parse can take are ruled
+// out by their first byte alone; a token rejected at byte k rules out, without a check, every
+// following token that shares its first k + 1 bytes. The walk's cost grows with the vocabulary
+// and with the tokens the state allows; the session remembers the masks of the states it meets
+// (mask_cache.h), so a state met again costs a lookup and a pass over the logits.
 #ifndef RINGLM_RUNTIME_GRAMMAR_COMPILED_H_
 #define RINGLM_RUNTIME_GRAMMAR_COMPILED_H_
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "arena.h"
 #include "grammar/gbnf.h"
+#include "grammar/mask_cache.h"
 #include "grammar/matcher.h"
 #include "grammar/token_table.h"
 #include "status.h"
@@ -45,12 +48,42 @@ Status grammar_compile(const ModelImpl& model, const char* text, size_t len, voi
 // Whether `p` points at a compiled grammar.
 bool grammar_is_compiled(const void* p);
 
-// Sets logits[id] = -inf for every token that cannot continue the text from `state`; tokens with
-// no bytes (control tokens) are allowed only when `is_end(id)` and the grammar can end here.
-// `trial` is scratch laid out like `state` (same grammar, same budget). RLM_ERR_CAPACITY when a
-// token's check outgrows the budget.
+// Scratch of the mask stage, one per session (laid out next to its parse state): the trial
+// matcher the walk checks tokens with, a vocabulary bitset, and the remembered masks.
+struct MaskScratch {
+  Matcher trial;
+  uint64_t* bits = nullptr;  // (ceil(vocab / 64)) bit id: token id may follow
+  uint32_t* key = nullptr;   // (kMaskKeyWords) the state's cache key
+  MaskCache cache;           // n_entries 0: none
+  // What one code point does to the walk's state S (kCp*): ASCII by value, others in a small
+  // open-addressing table (kCpMemo slots; a full table only stops remembering).
+  uint8_t* cp_ascii = nullptr;  // (128)
+  uint32_t* cp_key = nullptr;   // (kCpMemo) code point + 1 (0: free)
+  uint8_t* cp_class = nullptr;  // (kCpMemo)
+};
+
+constexpr uint32_t kCpMemo = 512;
+
+// Lays out MaskScratch for `vocab` tokens, a trial matcher of `state_bytes` and a cache of
+// `cache_bytes` (0: none). After a real layout, trial.g must be set before use.
+void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t cache_bytes,
+                         MaskScratch* ms);
+
+// The walk: bits[id] = 1 for every token with bytes that can continue the text from `state` (a
+// partial UTF-8 character at its end included), 0 for the others; bits of tokens without bytes
+// are left 1 (grammar_mask decides them). RLM_ERR_CAPACITY when a check outgrows the budget.
+Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
+                         uint64_t* bits, ErrorSink* err);
+
+// logits[id] = -inf where bit id of `bits` is 0 (ids < vocab).
+void grammar_apply_bits(const uint64_t* bits, uint32_t vocab, float* logits);
+
+// The mask stage: sets logits[id] = -inf for every token that cannot continue the text from
+// `state`; tokens with no bytes (control tokens) are allowed only when `is_end(id)` and the
+// grammar can end here. The mask of a state met before comes from the cache (exactly the mask
+// the walk would give); otherwise the walk computes it and the cache keeps it.
 template <class IsEnd>
-Status grammar_mask(const GrammarImpl& gi, const Matcher& state, Matcher* trial, float* logits,
+Status grammar_mask(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms, float* logits,
                     IsEnd is_end, ErrorSink* err);
 
 // Advances `state` by the bytes of `token` (a token the mask allowed). *accepted false when the
@@ -58,36 +91,37 @@ Status grammar_mask(const GrammarImpl& gi, const Matcher& state, Matcher* trial,
 Status grammar_accept_token(const GrammarImpl& gi, Matcher* state, int32_t token, bool* accepted,
                             ErrorSink* err);
 
+// The walk over sorted[begin, end) (tokens with bytes): clears the bit of every token there that
+// cannot continue the text from `state` (no partial code point pending in it: grammar_mask_bits
+// checks that case token by token).
+Status grammar_mask_range(const TokenTable& t, const Matcher& state, MaskScratch* ms,
+                          uint32_t begin, uint32_t end, uint64_t* bits, ErrorSink* err);
+
 // ---- implementation of the template ----
 template <class IsEnd>
-Status grammar_mask(const GrammarImpl& gi, const Matcher& state, Matcher* trial, float* logits,
+Status grammar_mask(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms, float* logits,
                     IsEnd is_end, ErrorSink* err) {
   const TokenTable& t = gi.tokens;
+  MaskCache& cache = ms->cache;
+  if (cache.owner != &gi) mask_cache_clear(&cache, &gi);
+  uint32_t key_len = 0;
+  uint64_t key_hash = 0;
+  const bool keyed = cache.n_entries && mask_key(state, ms->key, &key_len, &key_hash);
+  const uint64_t* bits = keyed ? mask_cache_find(&cache, ms->key, key_len, key_hash) : nullptr;
+  if (!bits) {
+    RLM_RETURN_IF_ERROR(grammar_mask_bits(gi, state, ms, ms->bits, err));
+    bits = ms->bits;
+    if (keyed) {
+      uint64_t* kept = mask_cache_insert(&cache, ms->key, key_len, key_hash);
+      memcpy(kept, ms->bits, sizeof(uint64_t) * cache.words);
+    }
+  }
+  grammar_apply_bits(bits, t.vocab, logits);
   const bool can_end = matcher_can_end(state);
   const float neg_inf = -__builtin_inff();
-  uint32_t i = 0;
-  for (; i < t.n_empty; ++i) {
+  for (uint32_t i = 0; i < t.n_empty; ++i) {
     const int32_t id = t.sorted[i];
     if (!(can_end && is_end(id))) logits[id] = neg_inf;
-  }
-  while (i < t.vocab) {
-    const int32_t id = t.sorted[i];
-    matcher_copy(state, trial);
-    bool accepted = false;
-    size_t used = 0;
-    RLM_RETURN_IF_ERROR(matcher_accept_bytes(trial, t.data(id), t.length(id), &accepted, &used, err));
-    // A partial UTF-8 character at the token's end must still be able to continue; a token that
-    // completes the grammar (no stack left) is allowed.
-    if (accepted && (trial->pending_len == 0 || matcher_viable(*trial))) {
-      ++i;
-      continue;
-    }
-    logits[id] = neg_inf;
-    ++i;
-    if (!accepted) {
-      // Every following token that shares bytes [0, used] with this one fails at the same byte.
-      while (i < t.vocab && t.lcp[i] > used) logits[t.sorted[i++]] = neg_inf;
-    }
   }
   return RLM_OK;
 }

@@ -65,7 +65,10 @@ struct Expander {
   ErrorSink* err;
   bool full = false;
 
-  void clear_seen() { memset(m->seen, 0, sizeof(uint64_t) * m->seen_cap); }
+  void clear_seen() {
+    for (uint32_t k = 0; k < m->n_seen_used; ++k) m->seen[m->seen_used[k]] = 0;
+    m->n_seen_used = 0;
+  }
 
   // true when the configuration was new (and is now recorded).
   bool first_visit(uint64_t h) {
@@ -74,6 +77,7 @@ struct Expander {
       if (m->seen[k] == h) return false;
       if (m->seen[k] == 0) {
         m->seen[k] = h;
+        m->seen_used[m->n_seen_used++] = k;
         return true;
       }
     }
@@ -176,7 +180,10 @@ struct Expander {
         const bool can_repeat = c < e.max;
         if (can_repeat) {
           if (can_skip && !push_todo(w, len, MatchFrame{w[len - 1].pos + 1, 0})) break;
-          w[len - 1].count = c + 1;
+          // Unbounded: only "min reached" matters, so the count saturates at min. Equal parses
+          // then have equal stacks (one stack inside a long string, not one per length), which
+          // keeps the set small and lets masks be reused across positions.
+          w[len - 1].count = e.max == kGbnfRepeatInf && c + 1 > e.min ? e.min : c + 1;
           push_alternatives(w, len, e.value);
           break;
         }
@@ -217,8 +224,8 @@ bool utf8_cont_ok(uint8_t lead, uint32_t idx, uint8_t b) {
 void matcher_layout(Arena& a, const Grammar* g, size_t state_bytes, Matcher* m) {
   if (state_bytes < kMatcherMinBytes) state_bytes = kMatcherMinBytes;
   // Per stack: 3 sets x (off 4 + len 4 + hash 8 + 8 frames x 8) + work 8 frames x 8 + seen
-  // 2 x 8 = 320 bytes.
-  uint32_t stacks = static_cast<uint32_t>(state_bytes / 320);
+  // 2 x (8 + 4) = 328 bytes.
+  uint32_t stacks = static_cast<uint32_t>(state_bytes / 328);
   uint32_t seen = 1;
   while (seen < 2 * stacks) seen <<= 1;
   m->g = g;
@@ -234,7 +241,10 @@ void matcher_layout(Arena& a, const Grammar* g, size_t state_bytes, Matcher* m) 
   }
   m->work = a.alloc<MatchFrame>(m->cap_frames, 8);
   m->seen = a.alloc<uint64_t>(seen, 8);
+  m->seen_used = a.alloc<uint32_t>(seen, 8);
+  m->n_seen_used = 0;
   m->seen_cap = seen;
+  if (m->seen) memset(m->seen, 0, sizeof(uint64_t) * seen);  // then cleared slot by slot
   m->pending = 0;
   m->pending_len = m->pending_need = m->pending_lead = 0;
 }
@@ -383,6 +393,91 @@ bool matcher_viable(const Matcher& m) {
     if (set_intersects(m.g->elems + m.cur.frames[m.cur.off[k] + len - 1].pos, lo, hi)) return true;
   }
   return false;
+}
+
+namespace {
+
+void set_byte_range(uint64_t out[4], uint32_t lo, uint32_t hi) {
+  for (uint32_t b = lo; b <= hi; ++b) out[b >> 6] |= 1ull << (b & 63);
+}
+
+// Lead bytes of the UTF-8 encodings of code points [lo, hi].
+void add_lead_bytes(uint64_t out[4], uint32_t lo, uint32_t hi) {
+  struct Band {
+    uint32_t lo, hi, shift, tag;
+  };
+  static constexpr Band kBands[] = {{0, 0x7F, 0, 0},
+                                    {0x80, 0x7FF, 6, 0xC0},
+                                    {0x800, 0xFFFF, 12, 0xE0},
+                                    {0x10000, 0x10FFFF, 18, 0xF0}};
+  for (const Band& band : kBands) {
+    const uint32_t a = lo > band.lo ? lo : band.lo, b = hi < band.hi ? hi : band.hi;
+    if (a > b) continue;
+    set_byte_range(out, band.tag | (a >> band.shift), band.tag | (b >> band.shift));
+  }
+}
+
+}  // namespace
+
+void matcher_next_bytes(const Matcher& m, uint64_t out[4]) {
+  out[0] = out[1] = out[2] = out[3] = 0;
+  if (m.pending_len) {
+    out[0] = out[1] = out[2] = out[3] = ~0ull;
+    return;
+  }
+  for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
+    const uint32_t len = m.cur.len[k];
+    if (len == 0) continue;
+    const GbnfElem* e = m.g->elems + m.cur.frames[m.cur.off[k] + len - 1].pos;
+    if (e->type == kCharAny || e->type == kCharNot) {
+      // Every lead byte; a negated set's ASCII exclusions are applied below per stack.
+      uint64_t ascii[2] = {~0ull, ~0ull};
+      if (e->type == kCharNot) {
+        const GbnfElem* p = e;
+        do {
+          uint32_t a = p->value, b = p->value;
+          if (p[1].type == kCharRngUpper) {
+            b = p[1].value;
+            p += 2;
+          } else {
+            p += 1;
+          }
+          for (uint32_t c = a; c <= b && c < 0x80; ++c) ascii[c >> 6] &= ~(1ull << (c & 63));
+        } while (p->type == kCharAlt);
+      }
+      out[0] |= ascii[0];
+      out[1] |= ascii[1];
+      add_lead_bytes(out, 0x80, 0x10FFFF);
+      continue;
+    }
+    const GbnfElem* p = e;
+    do {
+      uint32_t a = p->value, b = p->value;
+      if (p[1].type == kCharRngUpper) {
+        b = p[1].value;
+        p += 2;
+      } else {
+        p += 1;
+      }
+      add_lead_bytes(out, a, b);
+    } while (p->type == kCharAlt);
+  }
+}
+
+bool matcher_same_state(const Matcher& a, const Matcher& b) {
+  if (a.pending != b.pending || a.pending_len != b.pending_len ||
+      a.pending_need != b.pending_need || a.pending_lead != b.pending_lead ||
+      a.cur.n_stacks != b.cur.n_stacks || a.cur.n_frames != b.cur.n_frames) {
+    return false;
+  }
+  for (uint32_t k = 0; k < a.cur.n_stacks; ++k) {
+    if (a.cur.len[k] != b.cur.len[k] || a.cur.hash[k] != b.cur.hash[k] ||
+        memcmp(a.cur.frames + a.cur.off[k], b.cur.frames + b.cur.off[k],
+               a.cur.len[k] * sizeof(MatchFrame)) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void matcher_copy(const Matcher& from, Matcher* to) {

@@ -50,6 +50,8 @@ struct Matcher {
   StackSet cur, next, todo;    // todo: configurations waiting to be expanded
   MatchFrame* work = nullptr;  // (cap_frames) the configuration being expanded
   uint64_t* seen = nullptr;    // (seen_cap) open-addressing set of expanded configurations
+  uint32_t* seen_used = nullptr;  // (seen_cap) its occupied slots, so clearing costs what was
+  uint32_t n_seen_used = 0;       // inserted, not the whole table (a budget of MiBs is common)
   uint32_t seen_cap = 0;       // power of two
   uint32_t pending = 0;        // bits of an incomplete UTF-8 sequence
   uint8_t pending_len = 0;     // its bytes so far (0: none)
@@ -84,6 +86,13 @@ bool matcher_is_done(const Matcher& m);
 // Some continuation exists: a stack is non-empty, and with a code point pending, some stack's
 // top set can take a code point that starts with the pending bytes.
 bool matcher_viable(const Matcher& m);
+
+// The bytes that can come next, as a 256-bit set (bit b of out[b / 64]): a superset (for a
+// negated set every non-ASCII lead byte is kept). With a partial code point pending: every byte.
+void matcher_next_bytes(const Matcher& m, uint64_t out[4]);
+
+// The same state: equal pending bytes and the same stacks in the same order.
+bool matcher_same_state(const Matcher& a, const Matcher& b);
 
 // Copies the state (stacks and pending bytes) of `from` into `to`, laid out for the same grammar
 // with the same budget.

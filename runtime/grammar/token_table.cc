@@ -54,10 +54,11 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
   uint32_t* offset = a.alloc<uint32_t>(static_cast<size_t>(vocab) + 1);
   int32_t* sorted = a.alloc<int32_t>(vocab);
   uint16_t* lcp = a.alloc<uint16_t>(vocab);
+  uint32_t* first_begin = a.alloc<uint32_t>(257);
   out->vocab = vocab;
   out->max_len = max_len;
   if (a.measuring()) return RLM_OK;
-  RLM_CHECK(a.ok() && bytes && offset && sorted && lcp, RLM_ERR_BUFFER_TOO_SMALL, err,
+  RLM_CHECK(a.ok() && bytes && offset && sorted && lcp && first_begin, RLM_ERR_BUFFER_TOO_SMALL, err,
             "token table: the grammar's memory is too small (%zu bytes used so far)", a.used());
 
   uint32_t at = 0;
@@ -83,7 +84,15 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
     }
     lcp[i] = static_cast<uint16_t>(l);  // <= kMaxPieceBytes
   }
+  // Empty tokens sort first; then tokens are grouped by their first byte.
+  uint32_t i = n_empty;
+  for (uint32_t byte = 0; byte < 256; ++byte) {
+    first_begin[byte] = i;
+    while (i < vocab && bytes[offset[sorted[i]]] == byte) ++i;
+  }
+  first_begin[256] = vocab;
   out->bytes = bytes;
+  out->first_begin = first_begin;
   out->offset = offset;
   out->sorted = sorted;
   out->lcp = lcp;

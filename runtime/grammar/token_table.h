@@ -30,6 +30,8 @@ struct TokenTable {
                                      // before its extensions; ties by id), empty tokens first
   const uint16_t* lcp = nullptr;     // (vocab) lcp[i]: bytes sorted[i] shares with sorted[i - 1]
                                      // (lcp[0] = 0)
+  const uint32_t* first_begin = nullptr;  // (257) tokens starting with byte b:
+                                          // sorted[first_begin[b], first_begin[b + 1])
   uint32_t n_empty = 0;              // tokens with no bytes (control tokens...): sorted[0, n_empty)
   uint32_t max_len = 0;              // longest token, bytes (<= kMaxPieceBytes)
 

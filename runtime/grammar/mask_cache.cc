@@ -1,0 +1,93 @@
+#include "grammar/mask_cache.h"
+
+#include <string.h>
+
+namespace ringlm::internal {
+
+size_t mask_cache_entry_bytes(uint32_t vocab) {
+  const size_t words = (static_cast<size_t>(vocab) + 63) / 64;
+  return words * 8 + kMaskKeyWords * 4 + 4 + 8 + 1;
+}
+
+void mask_cache_layout(Arena& a, uint32_t vocab, size_t bytes, MaskCache* c) {
+  const size_t per = mask_cache_entry_bytes(vocab);
+  // Alignment padding of the five arrays: at most 5 x 64 bytes.
+  const size_t n = bytes > 5 * kArenaAlignment ? (bytes - 5 * kArenaAlignment) / per : 0;
+  c->n_entries = n > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(n);
+  c->words = (vocab + 63) / 64;
+  c->bits = c->n_entries ? a.alloc<uint64_t>(static_cast<size_t>(c->n_entries) * c->words) : nullptr;
+  c->keys = c->n_entries ? a.alloc<uint32_t>(static_cast<size_t>(c->n_entries) * kMaskKeyWords) : nullptr;
+  c->key_len = c->n_entries ? a.alloc<uint32_t>(c->n_entries) : nullptr;
+  c->key_hash = c->n_entries ? a.alloc<uint64_t>(c->n_entries) : nullptr;
+  c->referenced = c->n_entries ? a.alloc<uint8_t>(c->n_entries) : nullptr;
+  if (c->key_len) mask_cache_clear(c, nullptr);
+}
+
+void mask_cache_clear(MaskCache* c, const void* owner) {
+  if (c->n_entries) {
+    memset(c->key_len, 0, sizeof(uint32_t) * c->n_entries);
+    memset(c->referenced, 0, c->n_entries);
+  }
+  c->hand = 0;
+  c->owner = owner;
+  c->hits = c->misses = 0;
+}
+
+bool mask_key(const Matcher& m, uint32_t* key, uint32_t* len, uint64_t* hash) {
+  // [pending, pending_len | need << 8 | lead << 16, n_stacks, (len, (pos, count) x len) ...]
+  const StackSet& s = m.cur;
+  const uint64_t need = 3 + static_cast<uint64_t>(s.n_stacks) + 2ull * s.n_frames;
+  if (need > kMaskKeyWords) return false;
+  uint32_t n = 0;
+  key[n++] = m.pending;
+  key[n++] = m.pending_len | static_cast<uint32_t>(m.pending_need) << 8 |
+             static_cast<uint32_t>(m.pending_lead) << 16;
+  key[n++] = s.n_stacks;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint32_t k = 0; k < s.n_stacks; ++k) {
+    key[n++] = s.len[k];
+    const MatchFrame* f = s.frames + s.off[k];
+    for (uint32_t j = 0; j < s.len[k]; ++j) {
+      key[n++] = f[j].pos;
+      key[n++] = f[j].count;
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    h ^= key[i];
+    h *= 0x100000001b3ull;
+  }
+  *len = n;
+  *hash = h;
+  return true;
+}
+
+const uint64_t* mask_cache_find(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash) {
+  for (uint32_t e = 0; e < c->n_entries; ++e) {
+    if (c->key_len[e] == len && c->key_hash[e] == hash &&
+        memcmp(c->keys + static_cast<size_t>(e) * kMaskKeyWords, key, len * sizeof(uint32_t)) == 0) {
+      c->referenced[e] = 1;
+      ++c->hits;
+      return c->bits + static_cast<size_t>(e) * c->words;
+    }
+  }
+  ++c->misses;
+  return nullptr;
+}
+
+uint64_t* mask_cache_insert(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash) {
+  if (c->n_entries == 0) return nullptr;
+  // Clock: the first entry from the hand that is free or not referenced since the last sweep.
+  uint32_t e = c->hand;
+  while (c->key_len[e] != 0 && c->referenced[e]) {
+    c->referenced[e] = 0;
+    e = (e + 1) % c->n_entries;
+  }
+  c->hand = (e + 1) % c->n_entries;
+  memcpy(c->keys + static_cast<size_t>(e) * kMaskKeyWords, key, len * sizeof(uint32_t));
+  c->key_len[e] = len;
+  c->key_hash[e] = hash;
+  c->referenced[e] = 1;
+  return c->bits + static_cast<size_t>(e) * c->words;
+}
+
+}  // namespace ringlm::internal
