@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include <algorithm>
+
 #include "model.h"
 #include "model_generated.h"
 #include "tokenizer.h"
@@ -15,41 +17,182 @@ inline void clear_bit(uint64_t* bits, int32_t id) {
   bits[static_cast<uint32_t>(id) >> 6] &= ~(1ull << (static_cast<uint32_t>(id) & 63));
 }
 
-// What one code point does to the walk's state: unknown yet, leads back to the same state,
-// rejected, or leads elsewhere.
-enum : uint8_t { kCpUnknown = 0, kCpLoop, kCpReject, kCpOther };
+// A transition of the walk's automaton: not known yet, rejected, to a state the automaton could
+// not keep (the recognizer then checks the rest of the token), or to state (code - kNextState).
+enum : uint8_t { kNextUnknown = 0, kNextReject = 1, kNextNone = 2, kNextState = 3 };
+static_assert(kWalkStates + kNextState <= 256, "states fit a byte");
 
-// The effect of code point cp on `state` (no partial code point pending), remembered per walk.
-Status cp_effect(const Matcher& state, MaskScratch* ms, uint32_t cp, uint8_t* cls,
-                 ErrorSink* err) {
-  uint8_t* slot = nullptr;
-  if (cp < 128) {
-    slot = &ms->cp_ascii[cp];
-  } else {
-    uint32_t h = (cp * 2654435761u) >> 23 & (kCpMemo - 1);
-    for (uint32_t probe = 0; probe < 8; ++probe, h = (h + 1) & (kCpMemo - 1)) {
-      if (ms->cp_key[h] == cp + 1) {
-        slot = &ms->cp_class[h];
-        break;
+// The interval of code point cp among the grammar's set boundaries.
+uint32_t cp_interval(const GrammarImpl& gi, uint32_t cp) {
+  uint32_t lo = 0, hi = gi.n_cp_bounds;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (gi.cp_bounds[mid] <= cp) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+const uint32_t* state_key(const MaskScratch* ms, uint32_t id) {
+  return ms->state_keys + static_cast<size_t>(id) * kMaskKeyWords;
+}
+
+// The slot remembering `key` (claimed when new), or null when its probe run is full.
+uint8_t* walk_slot(MaskScratch* ms, uint64_t key) {
+  uint32_t h = static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 40) & (kWalkSlots - 1);
+  for (uint32_t probe = 0; probe < 16; ++probe, h = (h + 1) & (kWalkSlots - 1)) {
+    if (ms->slot_key[h] == key) return &ms->slot_next[h];
+    if (ms->slot_key[h] == 0) {
+      ms->slot_key[h] = key;
+      ms->slot_next[h] = kNextUnknown;
+      return &ms->slot_next[h];
+    }
+  }
+  return nullptr;
+}
+
+// b[0, n) is a proper prefix of a valid UTF-8 sequence (a code point cut by the token's end).
+bool utf8_partial(const uint8_t* b, size_t n) {
+  const uint8_t c = b[0];
+  const size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (need == 0 || n >= need) return false;
+  for (size_t i = 1; i < n; ++i) {
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (i == 1) {
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    }
+    if (b[i] < lo || b[i] > hi) return false;
+  }
+  return true;
+}
+
+// Whether a token ending in the partial code point b[0, n) (utf8_partial) may continue from
+// automaton state `from`, remembered per walk.
+bool walk_partial(MaskScratch* ms, uint32_t from, const uint8_t* b, size_t n) {
+  uint32_t packed = 0;
+  for (size_t i = 0; i < n; ++i) packed |= static_cast<uint32_t>(b[i]) << (8 * i);
+  uint8_t* slot = walk_slot(ms, (2ull << 56 | static_cast<uint64_t>(from) << 32 | packed) + 1);
+  if (slot && *slot != kNextUnknown) return *slot == kNextState;
+  bool ok = false;
+  if (matcher_load_key(&ms->trial, state_key(ms, from), ms->state_len[from])) {
+    size_t used = 0;
+    // Bytes that only start a code point never expand the state: no budget error here.
+    ok = matcher_accept_bytes(&ms->trial, b, n, &ok, &used, nullptr) == RLM_OK && ok &&
+         matcher_viable(ms->trial);
+  }
+  if (slot) *slot = ok ? kNextState : kNextReject;
+  return ok;
+}
+
+Status walk_step(const GrammarImpl& gi, MaskScratch* ms, uint32_t from, uint32_t cp,
+                 uint8_t* next, ErrorSink* err);
+
+// Finds whether the code points of signature bits `need` (not yet known) lead state 0 to itself.
+Status learn_loop_bits(const GrammarImpl& gi, MaskScratch* ms, uint64_t need, ErrorSink* err) {
+  const uint8_t self = kNextState;
+  for (uint64_t rest = need; rest; rest &= rest - 1) {
+    const uint32_t bit = static_cast<uint32_t>(__builtin_ctzll(rest));
+    bool loops = false;
+    if (bit == kSigNonAscii) {
+      // Every interval of non-ASCII code points must loop (checked up to 64 intervals).
+      const uint32_t first = cp_interval(gi, 0x80), last = cp_interval(gi, 0x10FFFF);
+      loops = last - first < 64;
+      for (uint32_t j = first; loops && j <= last; ++j) {
+        uint32_t rep = j == first ? 0x80 : gi.cp_bounds[j - 1];
+        if (rep >= 0xD800 && rep <= 0xDFFF) rep = 0xE000;  // surrogates never occur
+        if (cp_interval(gi, rep) != j) continue;           // an interval of surrogates only
+        uint8_t next = kNextUnknown;
+        RLM_RETURN_IF_ERROR(walk_step(gi, ms, 0, rep, &next, err));
+        loops = next == self;
       }
-      if (ms->cp_key[h] == 0) {
-        ms->cp_key[h] = cp + 1;
-        ms->cp_class[h] = kCpUnknown;
-        slot = &ms->cp_class[h];
-        break;
+    } else if (bit < kSigPartial) {
+      uint32_t rep = 0;
+      while (rep < 128 && gi.ascii_class[rep] != bit) ++rep;
+      if (rep < 128) {
+        uint8_t next = kNextUnknown;
+        RLM_RETURN_IF_ERROR(walk_step(gi, ms, 0, rep, &next, err));
+        loops = next == self;
+      }
+    }
+    ms->loop_known |= 1ull << bit;
+    if (loops) ms->loop_sig |= 1ull << bit;
+  }
+  return RLM_OK;
+}
+
+// Where code point cp leads from automaton state `from` (a kNext* code), remembered per walk.
+Status walk_step(const GrammarImpl& gi, MaskScratch* ms, uint32_t from, uint32_t cp,
+                 uint8_t* next, ErrorSink* err) {
+  uint8_t* slot = cp < 128 ? &ms->ascii_next[from * 128 + cp]
+                           : walk_slot(ms, (1ull << 56 | static_cast<uint64_t>(from) << 32 |
+                                            cp_interval(gi, cp)) + 1);
+  if (slot && *slot != kNextUnknown) {
+    *next = *slot;
+    return RLM_OK;
+  }
+  Matcher* trial = &ms->trial;
+  uint8_t r = kNextNone;
+  if (matcher_load_key(trial, state_key(ms, from), ms->state_len[from])) {
+    bool ok = false;
+    RLM_RETURN_IF_ERROR(matcher_accept_cp(trial, cp, &ok, err));
+    uint32_t len = 0;
+    uint64_t hash = 0;
+    if (!ok) {
+      r = kNextReject;
+    } else if (matcher_key(*trial, ms->walk_key, kMaskKeyWords, &len, &hash)) {
+      for (uint32_t id = 0; id < ms->n_states; ++id) {
+        if (ms->state_hash[id] == hash && ms->state_len[id] == len &&
+            memcmp(state_key(ms, id), ms->walk_key, len * sizeof(uint32_t)) == 0) {
+          r = static_cast<uint8_t>(kNextState + id);
+          break;
+        }
+      }
+      if (r == kNextNone && ms->n_states < kWalkStates) {
+        const uint32_t id = ms->n_states++;
+        memcpy(ms->state_keys + static_cast<size_t>(id) * kMaskKeyWords, ms->walk_key,
+               len * sizeof(uint32_t));
+        ms->state_len[id] = len;
+        ms->state_hash[id] = hash;
+        memset(ms->ascii_next + id * 128, kNextUnknown, 128);
+        r = static_cast<uint8_t>(kNextState + id);
       }
     }
   }
-  if (slot && *slot != kCpUnknown) {
-    *cls = *slot;
-    return RLM_OK;
-  }
-  matcher_copy(state, &ms->trial);
-  bool ok = false;
-  RLM_RETURN_IF_ERROR(matcher_accept_cp(&ms->trial, cp, &ok, err));
-  *cls = !ok ? kCpReject : matcher_same_state(ms->trial, state) ? kCpLoop : kCpOther;
-  if (slot) *slot = *cls;
+  if (slot) *slot = r;
+  *next = r;
   return RLM_OK;
+}
+
+// Fills ascii_class (the ASCII intervals of gi.cp_bounds) and every token's signature (see
+// GrammarImpl), gi.n_ascii_classes 0 when there are more than kSigPartial classes.
+void token_signatures(GrammarImpl& gi, uint64_t* sig, uint8_t* ascii_class) {
+  uint32_t cls = 0;
+  for (uint32_t c = 0; c < 128; ++c) {
+    if (c > 0 && cp_interval(gi, c) != cp_interval(gi, c - 1)) ++cls;
+    ascii_class[c] = static_cast<uint8_t>(cls < kSigPartial ? cls : kSigPartial);
+  }
+  gi.n_ascii_classes = cls + 1 <= kSigPartial ? cls + 1 : 0;
+  const TokenTable& t = gi.tokens;
+  for (uint32_t i = 0; i < t.vocab; ++i) {
+    const uint8_t* b = t.sorted_bytes + t.sorted_off[i];
+    const size_t n = t.sorted_off[i + 1] - t.sorted_off[i];
+    uint64_t s = 0;
+    for (size_t k = 0; k < n;) {
+      if (b[k] < 0x80) {
+        s |= 1ull << ascii_class[b[k]];
+        ++k;
+        continue;
+      }
+      uint32_t cp = 0;
+      const size_t len = utf8_decode(b + k, n - k, &cp);
+      s |= 1ull << (cp == kInvalidCp ? kSigPartial : kSigNonAscii);
+      k += len;
+    }
+    sig[i] = s;
+  }
 }
 
 // The one layout: header, GBNF (its own bound), token table.
@@ -63,8 +206,13 @@ Status layout(Arena& a, const ModelImpl& model, const char* text, size_t len, Gr
   const fb::Tokenizer* tok = model.root->tokenizer();
   TokenTable table;
   RLM_RETURN_IF_ERROR(token_table_layout(a, tok, vocab, &table, err));
+  // Set boundaries: two per set item at most, and there are at most gbnf's element bound items.
+  const size_t max_bounds = 2 * (4 * len + 16);
+  uint32_t* bounds = a.alloc<uint32_t>(max_bounds);
+  uint64_t* sig = a.alloc<uint64_t>(vocab);
+  uint8_t* ascii_class = a.alloc<uint8_t>(128);
   if (a.measuring()) return RLM_OK;
-  RLM_CHECK(a.ok() && gi && gmem, RLM_ERR_BUFFER_TOO_SMALL, err,
+  RLM_CHECK(a.ok() && gi && gmem && bounds && sig && ascii_class, RLM_ERR_BUFFER_TOO_SMALL, err,
             "grammar: memory too small (%zu bytes needed)", a.used());
   Arena ga(gmem, gbnf);
   const Grammar* g = nullptr;
@@ -73,6 +221,23 @@ Status layout(Arena& a, const ModelImpl& model, const char* text, size_t len, Gr
   gi->model = &model;
   gi->g = g;
   gi->tokens = table;
+  uint32_t n_bounds = 0;
+  for (uint32_t e = 0; e < g->n_elems && n_bounds + 2 <= max_bounds; ++e) {
+    const GbnfElem& el = g->elems[e];
+    if (el.type != kChar && el.type != kCharNot && el.type != kCharAlt) continue;
+    const uint32_t lo = el.value;
+    const uint32_t hi = e + 1 < g->n_elems && g->elems[e + 1].type == kCharRngUpper
+                            ? g->elems[e + 1].value
+                            : el.value;
+    bounds[n_bounds++] = lo;
+    bounds[n_bounds++] = hi + 1;
+  }
+  std::sort(bounds, bounds + n_bounds);
+  gi->n_cp_bounds = static_cast<uint32_t>(std::unique(bounds, bounds + n_bounds) - bounds);
+  gi->cp_bounds = bounds;
+  token_signatures(*gi, sig, ascii_class);
+  gi->token_sig = sig;
+  gi->ascii_class = ascii_class;
   gi->magic = kGrammarMagic;
   *out = gi;
   return RLM_OK;
@@ -119,9 +284,15 @@ void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t ca
   matcher_layout(a, nullptr, state_bytes, &ms->trial);
   ms->bits = a.alloc<uint64_t>((static_cast<size_t>(vocab) + 63) / 64);
   ms->key = a.alloc<uint32_t>(kMaskKeyWords);
-  ms->cp_ascii = a.alloc<uint8_t>(128);
-  ms->cp_key = a.alloc<uint32_t>(kCpMemo);
-  ms->cp_class = a.alloc<uint8_t>(kCpMemo);
+  ms->walk_key = a.alloc<uint32_t>(kMaskKeyWords);
+  ms->state_keys = a.alloc<uint32_t>(static_cast<size_t>(kWalkStates) * kMaskKeyWords);
+  ms->state_len = a.alloc<uint32_t>(kWalkStates);
+  ms->state_hash = a.alloc<uint64_t>(kWalkStates);
+  ms->ascii_next = a.alloc<uint8_t>(kWalkStates * 128);
+  ms->slot_key = a.alloc<uint64_t>(kWalkSlots);
+  ms->slot_next = a.alloc<uint8_t>(kWalkSlots);
+  ms->path_state = a.alloc<uint8_t>(kMaxPieceBytes + 1);
+  ms->path_off = a.alloc<uint16_t>(kMaxPieceBytes + 1);
   mask_cache_layout(a, vocab, cache_bytes, &ms->cache);
 }
 
@@ -129,8 +300,18 @@ Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratc
                          uint64_t* bits, ErrorSink* err) {
   const TokenTable& t = gi.tokens;
   memset(bits, 0xFF, sizeof(uint64_t) * ((t.vocab + 63) / 64));
-  memset(ms->cp_ascii, kCpUnknown, 128);
-  memset(ms->cp_key, 0, sizeof(uint32_t) * kCpMemo);
+  // The automaton starts with state 0 = `state` (none when its key does not fit: every token is
+  // then checked by the recognizer from `state`).
+  ms->n_states = 0;
+  if (!state.pending_len &&
+      matcher_key(state, ms->state_keys, kMaskKeyWords, &ms->state_len[0], &ms->state_hash[0])) {
+    ms->n_states = 1;
+    memset(ms->ascii_next, kNextUnknown, 128);
+    memset(ms->slot_key, 0, sizeof(uint64_t) * kWalkSlots);
+  }
+  ms->loop_sig = 0;
+  // No signatures (too many classes) or no automaton: no bit is ever found.
+  ms->loop_known = ms->n_states > 0 && gi.n_ascii_classes ? 1ull << kSigPartial : ~0ull;
   uint64_t first[4];
   matcher_next_bytes(state, first);
   for (uint32_t byte = 0; byte < 256; ++byte) {
@@ -142,7 +323,7 @@ Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratc
       for (; i < end; ++i) clear_bit(bits, t.sorted[i]);
       continue;
     }
-    RLM_RETURN_IF_ERROR(grammar_mask_range(t, state, ms, i, end, bits, err));
+    RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, i, end, bits, err));
   }
   return RLM_OK;
 }
@@ -166,41 +347,74 @@ void grammar_apply_bits(const uint64_t* bits, uint32_t vocab, float* logits) {
   }
 }
 
-Status grammar_mask_range(const TokenTable& t, const Matcher& state, MaskScratch* ms,
+Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
                           uint32_t begin, uint32_t end, uint64_t* bits, ErrorSink* err) {
+  const TokenTable& t = gi.tokens;
   Matcher* trial = &ms->trial;
+  // path: the automaton states of the last token at its code point boundaries (byte offsets);
+  // a token resumes at the deepest one within the bytes it shares with the last (lcp).
+  // `shared`: the bytes the current token shares with the one that last set the path (the least
+  // lcp since: tokens accepted by their signature or skipped leave the path as it was).
+  ms->path_off[0] = 0;
+  ms->path_state[0] = 0;
+  ms->n_path = 1;
+  uint32_t shared = 0;
   uint32_t i = begin;
   while (i < end) {
     const int32_t id = t.sorted[i];
-    const uint8_t* b = t.data(id);
-    const size_t n = t.length(id);
-    // Fast path: code points that lead from the state back to itself (a JSON string's ordinary
-    // characters, a repetition's loop) cost a table lookup each; the token's remaining bytes are
-    // checked from the state at the first code point that does something else.
-    size_t k = 0;
+    if (i > begin && t.lcp[i] < shared) shared = t.lcp[i];
+    if (i == begin) shared = 0;
+    // Every code point of the token leads the state back to itself: accepted unread.
+    const uint64_t sig = gi.token_sig[i];
+    if (sig & ~ms->loop_known) RLM_RETURN_IF_ERROR(learn_loop_bits(gi, ms, sig & ~ms->loop_known, err));
+    if ((sig & ~ms->loop_sig) == 0) {
+      ++i;
+      continue;
+    }
+    const uint8_t* b = t.sorted_bytes + t.sorted_off[i];
+    const size_t n = t.sorted_off[i + 1] - t.sorted_off[i];
+    while (ms->n_path > 1 && ms->path_off[ms->n_path - 1] > shared) --ms->n_path;
+    shared = static_cast<uint32_t>(n);  // this token sets the path
+    size_t k = ms->path_off[ms->n_path - 1];
+    uint32_t st = ms->path_state[ms->n_path - 1];
     bool decided = false, accepted = false;
     size_t used = 0;  // on rejection: the index of the byte that failed
-    if (!state.pending_len) {
+    if (ms->n_states > 0) {
       while (k < n) {
-        uint32_t cp = 0;
-        const size_t len = utf8_decode(b + k, n - k, &cp);
-        if (cp == kInvalidCp) break;  // invalid or cut at the token's end: the matcher decides
-        uint8_t cls = kCpUnknown;
-        RLM_RETURN_IF_ERROR(cp_effect(state, ms, cp, &cls, err));
-        if (cls == kCpLoop) {
-          k += len;
-          continue;
+        uint32_t cp = b[k];
+        size_t len = 1;
+        uint8_t next = cp < 128 ? ms->ascii_next[st * 128 + cp] : static_cast<uint8_t>(kNextUnknown);
+        if (next == kNextUnknown) {
+          if (cp >= 128) len = utf8_decode(b + k, n - k, &cp);
+          if (cp == kInvalidCp) {
+            if (utf8_partial(b + k, n - k)) {
+              // Cut by the token's end: allowed when some code point it starts may follow.
+              decided = true;
+              accepted = walk_partial(ms, st, b + k, n - k);
+              used = n;  // rejected as a whole: no skip
+            }
+            break;  // else invalid: the recognizer rejects it
+          }
+          RLM_RETURN_IF_ERROR(walk_step(gi, ms, st, cp, &next, err));
         }
-        if (cls == kCpReject) {
+        if (next == kNextReject) {
           decided = true;
           used = k + len - 1;
+          break;
         }
-        break;
+        if (next == kNextNone) break;
+        st = next - kNextState;
+        k += len;
+        ms->path_off[ms->n_path] = static_cast<uint16_t>(k);
+        ms->path_state[ms->n_path] = static_cast<uint8_t>(st);
+        ++ms->n_path;
       }
-      if (k == n) decided = accepted = true;
+      if (!decided && k == n) decided = accepted = true;
     }
     if (!decided) {
-      matcher_copy(state, trial);
+      // The recognizer checks the rest of the token from the state reached so far.
+      if (st == 0) matcher_copy(state, trial);
+      else matcher_load_key(trial, state_key(ms, st), ms->state_len[st]);
       size_t used_rest = 0;
       RLM_RETURN_IF_ERROR(matcher_accept_bytes(trial, b + k, n - k, &accepted, &used_rest, err));
       used = k + used_rest;
@@ -216,7 +430,10 @@ Status grammar_mask_range(const TokenTable& t, const Matcher& state, MaskScratch
     clear_bit(bits, id);
     if (used < n) {
       // Every following token that shares bytes [0, used] with this one fails at the same byte.
-      while (i < end && t.lcp[i] > used) clear_bit(bits, t.sorted[i++]);
+      while (i < end && t.lcp[i] > used) {
+        if (t.lcp[i] < shared) shared = t.lcp[i];
+        clear_bit(bits, t.sorted[i++]);
+      }
     }
   }
   return RLM_OK;

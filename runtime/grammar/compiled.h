@@ -23,6 +23,7 @@
 #include "grammar/matcher.h"
 #include "grammar/token_table.h"
 #include "status.h"
+#include "tokenizer/limits.h"
 
 namespace ringlm::internal {
 
@@ -36,7 +37,24 @@ struct GrammarImpl {
   const ModelImpl* model;    // borrowed: the vocabulary it was compiled against
   const Grammar* g;          // in the block
   TokenTable tokens;         // in the block
+  // Every code point where some character set of the grammar starts or stops matching, sorted
+  // (n_cp_bounds of them): code points between two neighbours are matched alike by every set,
+  // so the mask walk remembers what a code point does by its interval, not by its value.
+  const uint32_t* cp_bounds; // in the block
+  uint32_t n_cp_bounds;
+  // Token signatures, in sorted order (tokens.sorted): bit c (< kSigPartial) when the token has an
+  // ASCII byte of class c (ascii_class: the ASCII intervals of cp_bounds, kSigPartial of them at
+  // most, else signatures are off: n_ascii_classes 0); kSigPartial when it has invalid UTF-8 or
+  // ends inside a code point; kSigNonAscii when it has a (complete) non-ASCII code point. A
+  // state whose every code point in the token's classes leads back to itself accepts the token
+  // without reading its bytes: inside a JSON string, nearly the whole vocabulary.
+  const uint64_t* token_sig;  // (vocab) in the block
+  const uint8_t* ascii_class; // (128)
+  uint32_t n_ascii_classes;
 };
+
+constexpr uint32_t kSigPartial = 62;
+constexpr uint32_t kSigNonAscii = 63;
 
 // Bytes grammar_compile needs for `len` bytes of GBNF against `model` (an upper bound).
 size_t grammar_bytes(const ModelImpl& model, size_t len);
@@ -50,19 +68,35 @@ bool grammar_is_compiled(const void* p);
 
 // Scratch of the mask stage, one per session (laid out next to its parse state): the trial
 // matcher the walk checks tokens with, a vocabulary bitset, and the remembered masks.
+// The walk runs a small automaton built as it goes: the states the tokens' code points lead to
+// (up to kWalkStates, kept as matcher keys) and the transitions found so far, so a (state, code
+// point) pair is checked by the recognizer once per walk however many tokens contain it.
+constexpr uint32_t kWalkStates = 48;
+constexpr uint32_t kWalkSlots = 4096;  // transitions of non-ASCII code points (by interval)
+
 struct MaskScratch {
   Matcher trial;
   uint64_t* bits = nullptr;  // (ceil(vocab / 64)) bit id: token id may follow
-  uint32_t* key = nullptr;   // (kMaskKeyWords) the state's cache key
+  uint32_t* key = nullptr;   // (kMaskKeyWords) the mask's state key (the cache's)
+  uint32_t* walk_key = nullptr;  // (kMaskKeyWords) the walk's scratch key
   MaskCache cache;           // n_entries 0: none
-  // What one code point does to the walk's state S (kCp*): ASCII by value, others in a small
-  // open-addressing table (kCpMemo slots; a full table only stops remembering).
-  uint8_t* cp_ascii = nullptr;  // (128)
-  uint32_t* cp_key = nullptr;   // (kCpMemo) code point + 1 (0: free)
-  uint8_t* cp_class = nullptr;  // (kCpMemo)
+  // The walk's automaton. State 0 is the state the mask is for.
+  uint32_t* state_keys = nullptr;  // (kWalkStates, kMaskKeyWords)
+  uint32_t* state_len = nullptr;   // (kWalkStates)
+  uint64_t* state_hash = nullptr;  // (kWalkStates)
+  uint32_t n_states = 0;
+  uint8_t* ascii_next = nullptr;   // (kWalkStates, 128) transition on an ASCII code point
+  uint64_t* slot_key = nullptr;    // (kWalkSlots) what a slot is for (0: free): a non-ASCII
+                                   // code point's interval, or a token's final partial code
+                                   // point, from a state
+  uint8_t* slot_next = nullptr;    // (kWalkSlots) its transition (a partial code point:
+                                   // kNextState when it can continue, kNextReject if not)
+  uint64_t loop_sig = 0;           // signature bits whose code points lead state 0 to itself,
+  uint64_t loop_known = 0;         // of the bits found so far (computed as tokens need them)
+  uint8_t* path_state = nullptr;   // (kMaxPieceBytes + 1) the last token's states by byte offset
+  uint16_t* path_off = nullptr;    // (kMaxPieceBytes + 1)
+  uint32_t n_path = 0;
 };
-
-constexpr uint32_t kCpMemo = 512;
 
 // Lays out MaskScratch for `vocab` tokens, a trial matcher of `state_bytes` and a cache of
 // `cache_bytes` (0: none). After a real layout, trial.g must be set before use.
@@ -94,7 +128,7 @@ Status grammar_accept_token(const GrammarImpl& gi, Matcher* state, int32_t token
 // The walk over sorted[begin, end) (tokens with bytes): clears the bit of every token there that
 // cannot continue the text from `state` (no partial code point pending in it: grammar_mask_bits
 // checks that case token by token).
-Status grammar_mask_range(const TokenTable& t, const Matcher& state, MaskScratch* ms,
+Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
                           uint32_t begin, uint32_t end, uint64_t* bits, ErrorSink* err);
 
 // ---- implementation of the template ----
@@ -106,7 +140,8 @@ Status grammar_mask(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms
   if (cache.owner != &gi) mask_cache_clear(&cache, &gi);
   uint32_t key_len = 0;
   uint64_t key_hash = 0;
-  const bool keyed = cache.n_entries && mask_key(state, ms->key, &key_len, &key_hash);
+  const bool keyed =
+      cache.n_entries && matcher_key(state, ms->key, kMaskKeyWords, &key_len, &key_hash);
   const uint64_t* bits = keyed ? mask_cache_find(&cache, ms->key, key_len, key_hash) : nullptr;
   if (!bits) {
     RLM_RETURN_IF_ERROR(grammar_mask_bits(gi, state, ms, ms->bits, err));

@@ -33,34 +33,6 @@ void mask_cache_clear(MaskCache* c, const void* owner) {
   c->hits = c->misses = 0;
 }
 
-bool mask_key(const Matcher& m, uint32_t* key, uint32_t* len, uint64_t* hash) {
-  // [pending, pending_len | need << 8 | lead << 16, n_stacks, (len, (pos, count) x len) ...]
-  const StackSet& s = m.cur;
-  const uint64_t need = 3 + static_cast<uint64_t>(s.n_stacks) + 2ull * s.n_frames;
-  if (need > kMaskKeyWords) return false;
-  uint32_t n = 0;
-  key[n++] = m.pending;
-  key[n++] = m.pending_len | static_cast<uint32_t>(m.pending_need) << 8 |
-             static_cast<uint32_t>(m.pending_lead) << 16;
-  key[n++] = s.n_stacks;
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint32_t k = 0; k < s.n_stacks; ++k) {
-    key[n++] = s.len[k];
-    const MatchFrame* f = s.frames + s.off[k];
-    for (uint32_t j = 0; j < s.len[k]; ++j) {
-      key[n++] = f[j].pos;
-      key[n++] = f[j].count;
-    }
-  }
-  for (uint32_t i = 0; i < n; ++i) {
-    h ^= key[i];
-    h *= 0x100000001b3ull;
-  }
-  *len = n;
-  *hash = h;
-  return true;
-}
-
 const uint64_t* mask_cache_find(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash) {
   for (uint32_t e = 0; e < c->n_entries; ++e) {
     if (c->key_len[e] == len && c->key_hash[e] == hash &&

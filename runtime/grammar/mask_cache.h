@@ -46,9 +46,6 @@ void mask_cache_layout(Arena& a, uint32_t vocab, size_t bytes, MaskCache* c);
 // Forgets every mask; `owner` is the grammar the next ones belong to.
 void mask_cache_clear(MaskCache* c, const void* owner);
 
-// The state's key into key[0, *len) (capacity kMaskKeyWords); false when it does not fit.
-bool mask_key(const Matcher& m, uint32_t* key, uint32_t* len, uint64_t* hash);
-
 // The remembered mask of this key, or null.
 const uint64_t* mask_cache_find(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash);
 

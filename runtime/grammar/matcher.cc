@@ -464,6 +464,59 @@ void matcher_next_bytes(const Matcher& m, uint64_t out[4]) {
   }
 }
 
+bool matcher_key(const Matcher& m, uint32_t* key, uint32_t cap, uint32_t* len, uint64_t* hash) {
+  // [pending, pending_len | need << 8 | lead << 16, n_stacks, (len, (pos, count) x len) ...]
+  const StackSet& s = m.cur;
+  if (3 + static_cast<uint64_t>(s.n_stacks) + 2ull * s.n_frames > cap) return false;
+  uint32_t n = 0;
+  key[n++] = m.pending;
+  key[n++] = m.pending_len | static_cast<uint32_t>(m.pending_need) << 8 |
+             static_cast<uint32_t>(m.pending_lead) << 16;
+  key[n++] = s.n_stacks;
+  for (uint32_t k = 0; k < s.n_stacks; ++k) {
+    key[n++] = s.len[k];
+    const MatchFrame* f = s.frames + s.off[k];
+    for (uint32_t j = 0; j < s.len[k]; ++j) {
+      key[n++] = f[j].pos;
+      key[n++] = f[j].count;
+    }
+  }
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint32_t i = 0; i < n; ++i) {
+    h ^= key[i];
+    h *= 0x100000001b3ull;
+  }
+  *len = n;
+  *hash = h;
+  return true;
+}
+
+bool matcher_load_key(Matcher* m, const uint32_t* key, uint32_t len) {
+  if (len < 3) return false;
+  const uint32_t n_stacks = key[2];
+  if (n_stacks > m->cap_stacks || len - 3 - n_stacks > 2ull * m->cap_frames) return false;
+  StackSet& s = m->cur;
+  uint32_t at = 3, frames = 0;
+  for (uint32_t k = 0; k < n_stacks; ++k) {
+    const uint32_t n = key[at++];
+    if (at + 2ull * n > len || frames + n > m->cap_frames) return false;
+    s.off[k] = frames;
+    s.len[k] = n;
+    for (uint32_t j = 0; j < n; ++j, at += 2) {
+      s.frames[frames + j] = MatchFrame{key[at], key[at + 1]};
+    }
+    s.hash[k] = hash_frames(s.frames + frames, n);
+    frames += n;
+  }
+  s.n_stacks = n_stacks;
+  s.n_frames = frames;
+  m->pending = key[0];
+  m->pending_len = static_cast<uint8_t>(key[1]);
+  m->pending_need = static_cast<uint8_t>(key[1] >> 8);
+  m->pending_lead = static_cast<uint8_t>(key[1] >> 16);
+  return true;
+}
+
 bool matcher_same_state(const Matcher& a, const Matcher& b) {
   if (a.pending != b.pending || a.pending_len != b.pending_len ||
       a.pending_need != b.pending_need || a.pending_lead != b.pending_lead ||

@@ -91,6 +91,14 @@ bool matcher_viable(const Matcher& m);
 // negated set every non-ASCII lead byte is kept). With a partial code point pending: every byte.
 void matcher_next_bytes(const Matcher& m, uint64_t out[4]);
 
+// The state as words (pending bytes, then every stack's frames), for remembering and comparing
+// states: key[0, *len) (capacity `cap` words) and its hash; false when it does not fit.
+bool matcher_key(const Matcher& m, uint32_t* key, uint32_t cap, uint32_t* len, uint64_t* hash);
+
+// Makes `m` the state `key` (from matcher_key on a matcher of the same grammar); false when it
+// does not fit m's budget (m is then unchanged).
+bool matcher_load_key(Matcher* m, const uint32_t* key, uint32_t len);
+
 // The same state: equal pending bytes and the same stacks in the same order.
 bool matcher_same_state(const Matcher& a, const Matcher& b);
 

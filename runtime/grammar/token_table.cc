@@ -53,12 +53,15 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
   uint8_t* bytes = a.alloc<uint8_t>(static_cast<size_t>(total), 1);
   uint32_t* offset = a.alloc<uint32_t>(static_cast<size_t>(vocab) + 1);
   int32_t* sorted = a.alloc<int32_t>(vocab);
+  uint8_t* sorted_bytes = a.alloc<uint8_t>(static_cast<size_t>(total), 1);
+  uint32_t* sorted_off = a.alloc<uint32_t>(static_cast<size_t>(vocab) + 1);
   uint16_t* lcp = a.alloc<uint16_t>(vocab);
   uint32_t* first_begin = a.alloc<uint32_t>(257);
   out->vocab = vocab;
   out->max_len = max_len;
   if (a.measuring()) return RLM_OK;
-  RLM_CHECK(a.ok() && bytes && offset && sorted && lcp && first_begin, RLM_ERR_BUFFER_TOO_SMALL, err,
+  RLM_CHECK(a.ok() && bytes && offset && sorted && sorted_bytes && sorted_off && lcp && first_begin,
+            RLM_ERR_BUFFER_TOO_SMALL, err,
             "token table: the grammar's memory is too small (%zu bytes used so far)", a.used());
 
   uint32_t at = 0;
@@ -91,6 +94,17 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
     while (i < vocab && bytes[offset[sorted[i]]] == byte) ++i;
   }
   first_begin[256] = vocab;
+  uint32_t so = 0;
+  for (uint32_t k = 0; k < vocab; ++k) {
+    const int32_t id = sorted[k];
+    const uint32_t len = offset[id + 1] - offset[id];
+    sorted_off[k] = so;
+    memcpy(sorted_bytes + so, bytes + offset[id], len);
+    so += len;
+  }
+  sorted_off[vocab] = so;
+  out->sorted_bytes = sorted_bytes;
+  out->sorted_off = sorted_off;
   out->bytes = bytes;
   out->first_begin = first_begin;
   out->offset = offset;

@@ -28,6 +28,9 @@ struct TokenTable {
   const uint32_t* offset = nullptr;  // (vocab + 1) token id's bytes: [offset[id], offset[id + 1])
   const int32_t* sorted = nullptr;   // (vocab) ids ordered by their bytes (memcmp order, a prefix
                                      // before its extensions; ties by id), empty tokens first
+  const uint8_t* sorted_bytes = nullptr;  // (total) the same bytes in sorted order, so a walk
+  const uint32_t* sorted_off = nullptr;   // (vocab + 1) reads them in sequence: sorted[i]'s are
+                                          // [sorted_off[i], sorted_off[i + 1])
   const uint16_t* lcp = nullptr;     // (vocab) lcp[i]: bytes sorted[i] shares with sorted[i - 1]
                                      // (lcp[0] = 0)
   const uint32_t* first_begin = nullptr;  // (257) tokens starting with byte b:
