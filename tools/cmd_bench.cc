@@ -108,7 +108,8 @@ const char kUsage[] =
     "                          same with the grammar's mask; a turn the grammar ends restarts\n"
     "                          from the start token). Then the tokens of the grammar run are\n"
     "                          replayed through the mask stage alone (no forward pass), 3 rounds,\n"
-    "                          and a line gives the mask + accept time per token (median, p99,\n"
+    "                          and a line gives the compile time and memory, the mask + accept\n"
+    "                          time per token (median, p99,\n"
     "                          max, in microseconds), the mean share of the vocabulary allowed,\n"
     "                          and decode with the grammar as a share of decode without\n"
     "      --grammar-state-bytes N  parse-state budget per matcher (default 1 MiB)\n"
@@ -493,8 +494,8 @@ void print_row(const std::string& model, const std::string& size, const std::str
 
 // --grammar: the rows "tgN t=1" and "tgN t=1 grammar", then the mask replay's summary line
 // (into *lines). False with the message printed.
-bool grammar_rows(Runner& run, const rlm_grammar* g, const rlm_model* model,
-                  const rlm_session_config& cfg,
+bool grammar_rows(Runner& run, const rlm_grammar* g, double compiled_s, size_t grammar_bytes,
+                  const rlm_model* model, const rlm_session_config& cfg,
                   uint32_t n_gen, uint32_t reps, uint32_t nt, const std::string& backend,
                   const std::string& label, const std::string& size_s, const std::string& params_s,
                   int64_t load_cell, uint32_t* rows_total, std::vector<std::string>* lines) {
@@ -544,15 +545,18 @@ bool grammar_rows(Runner& run, const rlm_grammar* g, const rlm_model* model,
   rlm_model_info info;
   rlm_model_info_default(&info);
   rlm_model_get_info(model, &info);
+  const double compile_ms = compiled_s * 1e3;
   const std::string cache_name =
       cfg.grammar_cache_bytes ? human_bytes(cfg.grammar_cache_bytes) : std::string("off");
   char line[640];
   snprintf(line, sizeof line,
-           "grammar mask (%s, %u thread%s; vocabulary %u): %zu tokens in %zu turns, mask + accept "
+           "grammar mask (%s, %u thread%s; vocabulary %u; compiled in %.1f ms, %s): %zu tokens in "
+           "%zu turns, mask + accept "
            "per token median %.1f us, p99 %.1f us, max %.1f us (mask cache %s: %llu hits, %llu "
            "misses); %.1f %% of the vocabulary allowed on average; decode t=1 with the grammar "
            "%.2f t/s = %.1f %% of %.2f t/s without",
-           backend.c_str(), nt, nt == 1 ? "" : "s", info.vocab_size, mt.us.size(), turns.size(),
+           backend.c_str(), nt, nt == 1 ? "" : "s", info.vocab_size, compile_ms,
+           human_bytes(static_cast<double>(grammar_bytes)).c_str(), mt.us.size(), turns.size(),
            percentile(mt.us, 0.5), percentile(mt.us, 0.99), percentile(mt.us, 1.0),
            cache_name.c_str(), static_cast<unsigned long long>(mt.hits),
            static_cast<unsigned long long>(mt.misses),
@@ -995,7 +999,8 @@ int cmd_bench(int argc, char** argv) {
             }
           }
           if (grammar.get() &&
-              !grammar_rows(run, grammar.get(), &model, cfg, n_gen, reps, nt,
+              !grammar_rows(run, grammar.get(), grammar.compile_s(), grammar.bytes(), &model, cfg,
+                            n_gen, reps, nt,
                             backend, label, size_s, params_s, load_cell, &rows_total,
                             &spec_lines)) {
             return 1;

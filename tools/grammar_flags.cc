@@ -93,6 +93,7 @@ bool CliGrammar::compile(const char* verb, const GrammarFlags& f, const rlm_mode
     return false;
   }
   char msg[512] = "";
+  const double t0 = now_s();
   if (!f.schema_file.empty()) {
     std::vector<uint8_t> scratch(rlm_json_schema_scratch_bytes(text.data(), text.size()) + 64);
     uint8_t* base = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
@@ -124,6 +125,7 @@ bool CliGrammar::compile(const char* verb, const GrammarFlags& f, const rlm_mode
   uint8_t* base = mem_.data() + (64 - reinterpret_cast<uintptr_t>(mem_.data()) % 64) % 64;
   size_ = need;
   st = rlm_grammar_compile(model, text.data(), text.size(), base, need, &grammar_, msg, sizeof msg);
+  compile_s_ = now_s() - t0;
   if (st != RLM_OK) {
     const std::string& what = !f.gbnf_file.empty() ? f.gbnf_file : !f.schema_file.empty() ? f.schema_file : "--json";
     fprintf(stderr, "ringlm %s: %s: %s (%s)\n", verb, what.c_str(), msg, rlm_status_string(st));

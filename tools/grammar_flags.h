@@ -43,10 +43,13 @@ class CliGrammar {
   bool compile(const char* verb, const GrammarFlags& f, const rlm_model* model);
   const rlm_grammar* get() const { return grammar_; }
   size_t bytes() const { return size_; }
+  // Seconds of the schema conversion (when a schema) and of rlm_grammar_compile.
+  double compile_s() const { return compile_s_; }
 
  private:
   std::vector<uint8_t> mem_;
   size_t size_ = 0;
+  double compile_s_ = 0;
   rlm_grammar* grammar_ = nullptr;
 };
 

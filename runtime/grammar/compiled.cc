@@ -20,6 +20,10 @@ inline void clear_bit(uint64_t* bits, int32_t id) {
 // A transition of the walk's automaton: not known yet, rejected, to a state the automaton could
 // not keep (the recognizer then checks the rest of the token), or to state (code - kNextState).
 enum : uint8_t { kNextUnknown = 0, kNextReject = 1, kNextNone = 2, kNextState = 3 };
+
+// Bounded repetitions with fewer repetitions left stay exact in the relaxed root (it serves only
+// tokens of at most `room` code points, so a small room would leave it little to do).
+constexpr uint32_t kRelaxMinRoom = 4;
 static_assert(kWalkStates + kNextState <= 256, "states fit a byte");
 
 // The interval of code point cp among the grammar's set boundaries.
@@ -90,9 +94,11 @@ bool walk_partial(MaskScratch* ms, uint32_t from, const uint8_t* b, size_t n) {
 Status walk_step(const GrammarImpl& gi, MaskScratch* ms, uint32_t from, uint32_t cp,
                  uint8_t* next, ErrorSink* err);
 
-// Finds whether the code points of signature bits `need` (not yet known) lead state 0 to itself.
-Status learn_loop_bits(const GrammarImpl& gi, MaskScratch* ms, uint64_t need, ErrorSink* err) {
-  const uint8_t self = kNextState;
+// Finds whether the code points of signature bits `need` (not yet known) lead automaton state
+// `root` to itself.
+Status learn_loop_bits(const GrammarImpl& gi, MaskScratch* ms, uint32_t root, uint64_t need,
+                       ErrorSink* err) {
+  const uint8_t self = static_cast<uint8_t>(kNextState + root);
   for (uint64_t rest = need; rest; rest &= rest - 1) {
     const uint32_t bit = static_cast<uint32_t>(__builtin_ctzll(rest));
     bool loops = false;
@@ -105,7 +111,7 @@ Status learn_loop_bits(const GrammarImpl& gi, MaskScratch* ms, uint64_t need, Er
         if (rep >= 0xD800 && rep <= 0xDFFF) rep = 0xE000;  // surrogates never occur
         if (cp_interval(gi, rep) != j) continue;           // an interval of surrogates only
         uint8_t next = kNextUnknown;
-        RLM_RETURN_IF_ERROR(walk_step(gi, ms, 0, rep, &next, err));
+        RLM_RETURN_IF_ERROR(walk_step(gi, ms, root, rep, &next, err));
         loops = next == self;
       }
     } else if (bit < kSigPartial) {
@@ -113,12 +119,12 @@ Status learn_loop_bits(const GrammarImpl& gi, MaskScratch* ms, uint64_t need, Er
       while (rep < 128 && gi.ascii_class[rep] != bit) ++rep;
       if (rep < 128) {
         uint8_t next = kNextUnknown;
-        RLM_RETURN_IF_ERROR(walk_step(gi, ms, 0, rep, &next, err));
+        RLM_RETURN_IF_ERROR(walk_step(gi, ms, root, rep, &next, err));
         loops = next == self;
       }
     }
-    ms->loop_known |= 1ull << bit;
-    if (loops) ms->loop_sig |= 1ull << bit;
+    ms->loop_known[root] |= 1ull << bit;
+    if (loops) ms->loop_sig[root] |= 1ull << bit;
   }
   return RLM_OK;
 }
@@ -168,7 +174,7 @@ Status walk_step(const GrammarImpl& gi, MaskScratch* ms, uint32_t from, uint32_t
 
 // Fills ascii_class (the ASCII intervals of gi.cp_bounds) and every token's signature (see
 // GrammarImpl), gi.n_ascii_classes 0 when there are more than kSigPartial classes.
-void token_signatures(GrammarImpl& gi, uint64_t* sig, uint8_t* ascii_class) {
+void token_signatures(GrammarImpl& gi, uint64_t* sig, uint8_t* cps, uint8_t* ascii_class) {
   uint32_t cls = 0;
   for (uint32_t c = 0; c < 128; ++c) {
     if (c > 0 && cp_interval(gi, c) != cp_interval(gi, c - 1)) ++cls;
@@ -180,7 +186,8 @@ void token_signatures(GrammarImpl& gi, uint64_t* sig, uint8_t* ascii_class) {
     const uint8_t* b = t.sorted_bytes + t.sorted_off[i];
     const size_t n = t.sorted_off[i + 1] - t.sorted_off[i];
     uint64_t s = 0;
-    for (size_t k = 0; k < n;) {
+    uint32_t count = 0;
+    for (size_t k = 0; k < n; ++count) {
       if (b[k] < 0x80) {
         s |= 1ull << ascii_class[b[k]];
         ++k;
@@ -192,6 +199,7 @@ void token_signatures(GrammarImpl& gi, uint64_t* sig, uint8_t* ascii_class) {
       k += len;
     }
     sig[i] = s;
+    cps[i] = static_cast<uint8_t>(count < 255 ? count : 255);
   }
 }
 
@@ -210,9 +218,10 @@ Status layout(Arena& a, const ModelImpl& model, const char* text, size_t len, Gr
   const size_t max_bounds = 2 * (4 * len + 16);
   uint32_t* bounds = a.alloc<uint32_t>(max_bounds);
   uint64_t* sig = a.alloc<uint64_t>(vocab);
+  uint8_t* cps = a.alloc<uint8_t>(vocab);
   uint8_t* ascii_class = a.alloc<uint8_t>(128);
   if (a.measuring()) return RLM_OK;
-  RLM_CHECK(a.ok() && gi && gmem && bounds && sig && ascii_class, RLM_ERR_BUFFER_TOO_SMALL, err,
+  RLM_CHECK(a.ok() && gi && gmem && bounds && sig && cps && ascii_class, RLM_ERR_BUFFER_TOO_SMALL, err,
             "grammar: memory too small (%zu bytes needed)", a.used());
   Arena ga(gmem, gbnf);
   const Grammar* g = nullptr;
@@ -235,7 +244,8 @@ Status layout(Arena& a, const ModelImpl& model, const char* text, size_t len, Gr
   std::sort(bounds, bounds + n_bounds);
   gi->n_cp_bounds = static_cast<uint32_t>(std::unique(bounds, bounds + n_bounds) - bounds);
   gi->cp_bounds = bounds;
-  token_signatures(*gi, sig, ascii_class);
+  token_signatures(*gi, sig, cps, ascii_class);
+  gi->token_cps = cps;
   gi->token_sig = sig;
   gi->ascii_class = ascii_class;
   gi->magic = kGrammarMagic;
@@ -309,9 +319,25 @@ Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratc
     memset(ms->ascii_next, kNextUnknown, 128);
     memset(ms->slot_key, 0, sizeof(uint64_t) * kWalkSlots);
   }
-  ms->loop_sig = 0;
-  // No signatures (too many classes) or no automaton: no bit is ever found.
-  ms->loop_known = ms->n_states > 0 && gi.n_ascii_classes ? 1ull << kSigPartial : ~0ull;
+  // Root 1: the state with its bounded repetitions relaxed, for tokens of at most `room` code
+  // points (worth it from 2: the relaxed state then loops inside a bounded string).
+  uint32_t room = 0;
+  if (ms->n_states == 1) {
+    matcher_copy(state, &ms->trial);
+    room = matcher_relax(&ms->trial, kRelaxMinRoom);
+    if (room >= 2 && matcher_key(ms->trial, ms->state_keys + kMaskKeyWords, kMaskKeyWords,
+                                 &ms->state_len[1], &ms->state_hash[1])) {
+      ms->n_states = 2;
+      memset(ms->ascii_next + 128, kNextUnknown, 128);
+    } else {
+      room = 0;
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    ms->loop_sig[r] = 0;
+    // No signatures (too many classes) or no automaton: no bit is ever found.
+    ms->loop_known[r] = ms->n_states > 0 && gi.n_ascii_classes ? 1ull << kSigPartial : ~0ull;
+  }
   uint64_t first[4];
   matcher_next_bytes(state, first);
   for (uint32_t byte = 0; byte < 256; ++byte) {
@@ -323,7 +349,12 @@ Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratc
       for (; i < end; ++i) clear_bit(bits, t.sorted[i]);
       continue;
     }
-    RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, i, end, bits, err));
+    if (room) {
+      RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, 1, 0, room, i, end, bits, err));
+      RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, 0, room + 1, 255, i, end, bits, err));
+    } else {
+      RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, 0, 0, 255, i, end, bits, err));
+    }
   }
   return RLM_OK;
 }
@@ -348,7 +379,8 @@ void grammar_apply_bits(const uint64_t* bits, uint32_t vocab, float* logits) {
 }
 
 Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
-                          uint32_t begin, uint32_t end, uint64_t* bits, ErrorSink* err) {
+                          uint32_t root, uint32_t min_cps, uint32_t max_cps, uint32_t begin,
+                          uint32_t end, uint64_t* bits, ErrorSink* err) {
   const TokenTable& t = gi.tokens;
   Matcher* trial = &ms->trial;
   // path: the automaton states of the last token at its code point boundaries (byte offsets);
@@ -356,7 +388,7 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
   // `shared`: the bytes the current token shares with the one that last set the path (the least
   // lcp since: tokens accepted by their signature or skipped leave the path as it was).
   ms->path_off[0] = 0;
-  ms->path_state[0] = 0;
+  ms->path_state[0] = static_cast<uint8_t>(root);
   ms->n_path = 1;
   uint32_t shared = 0;
   uint32_t i = begin;
@@ -364,10 +396,15 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
     const int32_t id = t.sorted[i];
     if (i > begin && t.lcp[i] < shared) shared = t.lcp[i];
     if (i == begin) shared = 0;
-    // Every code point of the token leads the state back to itself: accepted unread.
+    if (gi.token_cps[i] < min_cps || gi.token_cps[i] > max_cps) {  // the other root's token
+      ++i;
+      continue;
+    }
+    // Every code point of the token leads the root back to itself: accepted unread.
     const uint64_t sig = gi.token_sig[i];
-    if (sig & ~ms->loop_known) RLM_RETURN_IF_ERROR(learn_loop_bits(gi, ms, sig & ~ms->loop_known, err));
-    if ((sig & ~ms->loop_sig) == 0) {
+    const uint64_t unknown = sig & ~ms->loop_known[root];
+    if (unknown) RLM_RETURN_IF_ERROR(learn_loop_bits(gi, ms, root, unknown, err));
+    if ((sig & ~ms->loop_sig[root]) == 0) {
       ++i;
       continue;
     }
@@ -413,7 +450,7 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
     }
     if (!decided) {
       // The recognizer checks the rest of the token from the state reached so far.
-      if (st == 0) matcher_copy(state, trial);
+      if (st == 0 && root == 0) matcher_copy(state, trial);
       else matcher_load_key(trial, state_key(ms, st), ms->state_len[st]);
       size_t used_rest = 0;
       RLM_RETURN_IF_ERROR(matcher_accept_bytes(trial, b + k, n - k, &accepted, &used_rest, err));
@@ -430,6 +467,8 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
     clear_bit(bits, id);
     if (used < n) {
       // Every following token that shares bytes [0, used] with this one fails at the same byte.
+      // (A relaxed root accepts at least what the state accepts, so its rejections hold for
+      // the state too.)
       while (i < end && t.lcp[i] > used) {
         if (t.lcp[i] < shared) shared = t.lcp[i];
         clear_bit(bits, t.sorted[i++]);

@@ -51,6 +51,7 @@ struct GrammarImpl {
   const uint64_t* token_sig;  // (vocab) in the block
   const uint8_t* ascii_class; // (128)
   uint32_t n_ascii_classes;
+  const uint8_t* token_cps;   // (vocab) code points per token, sorted order (255: 255 or more)
 };
 
 constexpr uint32_t kSigPartial = 62;
@@ -91,8 +92,10 @@ struct MaskScratch {
                                    // point, from a state
   uint8_t* slot_next = nullptr;    // (kWalkSlots) its transition (a partial code point:
                                    // kNextState when it can continue, kNextReject if not)
-  uint64_t loop_sig = 0;           // signature bits whose code points lead state 0 to itself,
-  uint64_t loop_known = 0;         // of the bits found so far (computed as tokens need them)
+  // Per root (0: the state; 1: its relaxed copy, matcher_relax): the signature bits whose code
+  // points lead the root back to itself, among the bits found so far (found as tokens need them).
+  uint64_t loop_sig[2] = {0, 0};
+  uint64_t loop_known[2] = {0, 0};
   uint8_t* path_state = nullptr;   // (kMaxPieceBytes + 1) the last token's states by byte offset
   uint16_t* path_off = nullptr;    // (kMaxPieceBytes + 1)
   uint32_t n_path = 0;
@@ -128,8 +131,11 @@ Status grammar_accept_token(const GrammarImpl& gi, Matcher* state, int32_t token
 // The walk over sorted[begin, end) (tokens with bytes): clears the bit of every token there that
 // cannot continue the text from `state` (no partial code point pending in it: grammar_mask_bits
 // checks that case token by token).
+// Only tokens of [min_cps, max_cps] code points are walked, from automaton root `root` (0: the
+// state; 1: its relaxed copy, exact for tokens of at most matcher_relax's r code points).
 Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
-                          uint32_t begin, uint32_t end, uint64_t* bits, ErrorSink* err);
+                          uint32_t root, uint32_t min_cps, uint32_t max_cps, uint32_t begin,
+                          uint32_t end, uint64_t* bits, ErrorSink* err);
 
 // ---- implementation of the template ----
 template <class IsEnd>

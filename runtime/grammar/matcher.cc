@@ -176,8 +176,14 @@ struct Expander {
         // kRepeat: another repetition (below max) and/or moving past it (at least min, or the
         // body can match nothing, which makes min reachable without input).
         const uint32_t c = w[len - 1].count;
-        const bool can_skip = c >= e.min || g->nullable[e.value];
-        const bool can_repeat = c < e.max;
+        const bool relaxed = (c & kRepeatRelaxed) != 0;
+        const bool can_skip = relaxed || c >= e.min || g->nullable[e.value];
+        const bool can_repeat = relaxed || c < e.max;
+        if (relaxed) {
+          if (!push_todo(w, len, MatchFrame{w[len - 1].pos + 1, 0})) break;
+          push_alternatives(w, len, e.value);
+          break;
+        }
         if (can_repeat) {
           if (can_skip && !push_todo(w, len, MatchFrame{w[len - 1].pos + 1, 0})) break;
           // Unbounded: only "min reached" matters, so the count saturates at min. Equal parses
@@ -515,6 +521,28 @@ bool matcher_load_key(Matcher* m, const uint32_t* key, uint32_t len) {
   m->pending_need = static_cast<uint8_t>(key[1] >> 8);
   m->pending_lead = static_cast<uint8_t>(key[1] >> 16);
   return true;
+}
+
+uint32_t matcher_relax(Matcher* m, uint32_t min_room) {
+  uint32_t room = UINT32_MAX;
+  StackSet& s = m->cur;
+  for (uint32_t k = 0; k < s.n_stacks; ++k) {
+    MatchFrame* f = s.frames + s.off[k];
+    bool changed = false;
+    for (uint32_t j = 0; j < s.len[k]; ++j) {
+      const GbnfElem& e = m->g->elems[f[j].pos];
+      const uint32_t c = f[j].count;
+      if (e.type != kRepeat || e.max == kGbnfRepeatInf || (c & kRepeatRelaxed) || c < e.min ||
+          e.max - c < min_room) {
+        continue;
+      }
+      if (e.max - c < room) room = e.max - c;
+      f[j].count = c | kRepeatRelaxed;
+      changed = true;
+    }
+    if (changed) s.hash[k] = hash_frames(f, s.len[k]);
+  }
+  return room == UINT32_MAX ? 0 : room;
 }
 
 bool matcher_same_state(const Matcher& a, const Matcher& b) {

@@ -59,6 +59,10 @@ struct Matcher {
   uint8_t pending_lead = 0;    // its first byte
 };
 
+// A repetition count with this bit is "relaxed" (matcher_relax): the repetition may go on or stop
+// at any time and its count stays as it is. Only the mask walk makes such states.
+constexpr uint32_t kRepeatRelaxed = 1u << 31;
+
 // Smallest state budget matcher_layout takes.
 constexpr size_t kMatcherMinBytes = 4096;
 
@@ -98,6 +102,16 @@ bool matcher_key(const Matcher& m, uint32_t* key, uint32_t cap, uint32_t* len, u
 // Makes `m` the state `key` (from matcher_key on a matcher of the same grammar); false when it
 // does not fit m's budget (m is then unchanged).
 bool matcher_load_key(Matcher* m, const uint32_t* key, uint32_t len);
+
+// Relaxes every bounded repetition of the state that has reached its minimum and has at least
+// `min_room` repetitions left (max - count), and returns r, the least room left among them (0:
+// none relaxed; repetitions with less room, such as an optional item's `?`, stay exact). Why:
+// the count of `x{0,30}` changes with every x, so the state inside such a string never repeats
+// itself; relaxed, it does. For any input of at most r code points the relaxed state accepts
+// exactly what the state accepts: each repetition that consumes input takes at least one code
+// point, so no relaxed repetition can reach its maximum, and its minimum is already met. (Extra
+// repetitions that consume nothing only raise a count: never needed to accept anything.)
+uint32_t matcher_relax(Matcher* m, uint32_t min_room);
 
 // The same state: equal pending bytes and the same stacks in the same order.
 bool matcher_same_state(const Matcher& a, const Matcher& b);
