@@ -2,8 +2,6 @@
 
 #include <math.h>
 #include <time.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include <algorithm>
 
@@ -81,7 +79,6 @@ bool replay_mask_times(const rlm_model* model, const rlm_grammar* grammar, uint3
           accepted = true;
         }
         const double dt = now_us() - t0;
-        if (round == 0 && getenv("RLM_DBG") && dt > 200) { size_t al = 0; for (float x : logits) al += x != -INFINITY; fprintf(stderr, "tok %d dt %.1f stacks %u frames %u allowed %zu loop %llx known %llx\n", token, dt, state.cur.n_stacks, state.cur.n_frames, al, (unsigned long long)ms.loop_sig, (unsigned long long)ms.loop_known); for (uint32_t q = 0; q < state.cur.n_stacks; ++q) { const MatchFrame* f = state.cur.frames + state.cur.off[q]; for (uint32_t j = 0; j < state.cur.len[q]; ++j) { const GbnfElem& e = gi.g->elems[f[j].pos]; char snip[13]; snprintf(snip, sizeof snip, "%.12s", gi.g->text + e.src); for (char* c = snip; *c; ++c) if (*c == '\n') *c = '~'; fprintf(stderr, " [%u t%d c%u '%s']", f[j].pos, e.type, f[j].count, snip); } fprintf(stderr, "\n"); } }
         if (st != RLM_OK) {
           *err = msg;
           return false;
