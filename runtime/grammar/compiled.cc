@@ -13,8 +13,8 @@ namespace ringlm::internal {
 
 namespace {
 
-inline void clear_bit(uint64_t* bits, int32_t id) {
-  bits[static_cast<uint32_t>(id) >> 6] &= ~(1ull << (static_cast<uint32_t>(id) & 63));
+inline void set_bit(uint64_t* bits, int32_t id) {
+  bits[static_cast<uint32_t>(id) >> 6] |= 1ull << (static_cast<uint32_t>(id) & 63);
 }
 
 // A transition of the walk's automaton: not known yet, rejected, to a state the automaton could
@@ -43,10 +43,11 @@ const uint32_t* state_key(const MaskScratch* ms, uint32_t id) {
 
 // The slot remembering `key` (claimed when new), or null when its probe run is full.
 uint8_t* walk_slot(MaskScratch* ms, uint64_t key) {
+  key |= static_cast<uint64_t>(ms->walk_epoch) << 40;
   uint32_t h = static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 40) & (kWalkSlots - 1);
   for (uint32_t probe = 0; probe < 16; ++probe, h = (h + 1) & (kWalkSlots - 1)) {
     if (ms->slot_key[h] == key) return &ms->slot_next[h];
-    if (ms->slot_key[h] == 0) {
+    if ((ms->slot_key[h] >> 40 & 0xFFFF) != ms->walk_epoch) {  // free: from an older walk
       ms->slot_key[h] = key;
       ms->slot_next[h] = kNextUnknown;
       return &ms->slot_next[h];
@@ -300,6 +301,8 @@ void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t ca
   ms->state_hash = a.alloc<uint64_t>(kWalkStates);
   ms->ascii_next = a.alloc<uint8_t>(kWalkStates * 128);
   ms->slot_key = a.alloc<uint64_t>(kWalkSlots);
+  ms->walk_epoch = 0;  // every slot free (epoch 0) for the first walk's epoch 1
+  if (ms->slot_key) memset(ms->slot_key, 0, sizeof(uint64_t) * kWalkSlots);
   ms->slot_next = a.alloc<uint8_t>(kWalkSlots);
   ms->path_state = a.alloc<uint8_t>(kMaxPieceBytes + 1);
   ms->path_off = a.alloc<uint16_t>(kMaxPieceBytes + 1);
@@ -309,7 +312,8 @@ void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t ca
 Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
                          uint64_t* bits, ErrorSink* err) {
   const TokenTable& t = gi.tokens;
-  memset(bits, 0xFF, sizeof(uint64_t) * ((t.vocab + 63) / 64));
+  memset(bits, 0, sizeof(uint64_t) * ((t.vocab + 63) / 64));
+  for (uint32_t i = 0; i < t.n_empty; ++i) set_bit(bits, t.sorted[i]);
   // The automaton starts with state 0 = `state` (none when its key does not fit: every token is
   // then checked by the recognizer from `state`).
   ms->n_states = 0;
@@ -317,7 +321,10 @@ Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratc
       matcher_key(state, ms->state_keys, kMaskKeyWords, &ms->state_len[0], &ms->state_hash[0])) {
     ms->n_states = 1;
     memset(ms->ascii_next, kNextUnknown, 128);
-    memset(ms->slot_key, 0, sizeof(uint64_t) * kWalkSlots);
+    if (++ms->walk_epoch > 0xFFFF) {  // wrapped: start the epochs again from clear slots
+      memset(ms->slot_key, 0, sizeof(uint64_t) * kWalkSlots);
+      ms->walk_epoch = 1;
+    }
   }
   // Root 1: the state with its bounded repetitions relaxed, for tokens of at most `room` code
   // points (worth it from 2: the relaxed state then loops inside a bounded string).
@@ -344,11 +351,8 @@ Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratc
     uint32_t i = t.first_begin[byte];
     const uint32_t end = t.first_begin[byte + 1];
     if (i == end) continue;
-    if (!(first[byte >> 6] >> (byte & 63) & 1)) {
-      // No open parse takes this byte: the whole group is out, unchecked.
-      for (; i < end; ++i) clear_bit(bits, t.sorted[i]);
-      continue;
-    }
+    // No open parse takes this byte: the whole group is out, unchecked.
+    if (!(first[byte >> 6] >> (byte & 63) & 1)) continue;
     if (room) {
       RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, 1, 0, room, i, end, bits, err));
       RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, 0, room + 1, 255, i, end, bits, err));
@@ -405,6 +409,7 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
     const uint64_t unknown = sig & ~ms->loop_known[root];
     if (unknown) RLM_RETURN_IF_ERROR(learn_loop_bits(gi, ms, root, unknown, err));
     if ((sig & ~ms->loop_sig[root]) == 0) {
+      set_bit(bits, id);
       ++i;
       continue;
     }
@@ -463,16 +468,32 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
       }
     }
     ++i;
-    if (accepted) continue;
-    clear_bit(bits, id);
+    if (accepted) {
+      set_bit(bits, id);
+      continue;
+    }
     if (used < n) {
-      // Every following token that shares bytes [0, used] with this one fails at the same byte.
-      // (A relaxed root accepts at least what the state accepts, so its rejections hold for
-      // the state too.)
-      while (i < end && t.lcp[i] > used) {
-        if (t.lcp[i] < shared) shared = t.lcp[i];
-        clear_bit(bits, t.sorted[i++]);
+      // Every following token that shares bytes [0, used] with this one fails at the same byte:
+      // skip that run (a relaxed root accepts at least what the state accepts, so its rejections
+      // hold for the state too). Runs can be long (a space and a letter start thousands of
+      // tokens): after a few steps, a binary search over the sorted bytes finds the run's end.
+      uint32_t steps = 0;
+      while (i < end && t.lcp[i] > used && steps < 16) ++i, ++steps;
+      if (steps == 16 && i < end && t.lcp[i] > used) {
+        uint32_t lo = i, hi = end;
+        while (lo < hi) {
+          const uint32_t mid = lo + (hi - lo) / 2;
+          const uint32_t mlen = t.sorted_off[mid + 1] - t.sorted_off[mid];
+          if (mlen > used && memcmp(t.sorted_bytes + t.sorted_off[mid], b, used + 1) == 0) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+        i = lo;
       }
+      // Every lcp in the run is above `used`: the path stays valid up to used + 1 bytes.
+      if (shared > used + 1) shared = static_cast<uint32_t>(used + 1);
     }
   }
   return RLM_OK;

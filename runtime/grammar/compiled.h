@@ -90,6 +90,8 @@ struct MaskScratch {
   uint64_t* slot_key = nullptr;    // (kWalkSlots) what a slot is for (0: free): a non-ASCII
                                    // code point's interval, or a token's final partial code
                                    // point, from a state
+  uint32_t walk_epoch = 0;         // keys carry the walk's epoch (bits 40..55), so a new walk
+                                   // needs no clearing: older slots are simply free
   uint8_t* slot_next = nullptr;    // (kWalkSlots) its transition (a partial code point:
                                    // kNextState when it can continue, kNextReject if not)
   // Per root (0: the state; 1: its relaxed copy, matcher_relax): the signature bits whose code
@@ -108,7 +110,7 @@ void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t ca
 
 // The walk: bits[id] = 1 for every token with bytes that can continue the text from `state` (a
 // partial UTF-8 character at its end included), 0 for the others; bits of tokens without bytes
-// are left 1 (grammar_mask decides them). RLM_ERR_CAPACITY when a check outgrows the budget.
+// are set to 1 (grammar_mask decides them). RLM_ERR_CAPACITY when a check outgrows the budget.
 Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
                          uint64_t* bits, ErrorSink* err);
 
@@ -128,9 +130,8 @@ Status grammar_mask(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms
 Status grammar_accept_token(const GrammarImpl& gi, Matcher* state, int32_t token, bool* accepted,
                             ErrorSink* err);
 
-// The walk over sorted[begin, end) (tokens with bytes): clears the bit of every token there that
-// cannot continue the text from `state` (no partial code point pending in it: grammar_mask_bits
-// checks that case token by token).
+// The walk over sorted[begin, end) (tokens with bytes): sets the bit of every token there that
+// can continue the text from `state` (bits start at 0).
 // Only tokens of [min_cps, max_cps] code points are walked, from automaton root `root` (0: the
 // state; 1: its relaxed copy, exact for tokens of at most matcher_relax's r code points).
 Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
