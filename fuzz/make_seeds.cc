@@ -651,6 +651,46 @@ void gbnf_seeds() {
   seed("gbnf", "errors", in("root ::= [z-a] \"\\q\" foo{3,2}", ""));
 }
 
+// fuzz_grammar_mask input: [grammar][mode] (GBNF text 0xFF when grammar >= 11), then token
+// choices (a byte for the pool, one or two for the token). One walk per built-in grammar and
+// vocabulary, and GBNF of its own.
+void grammar_mask_seeds() {
+  std::mt19937 rng(1515);
+  auto choices = [&rng](size_t n) {
+    std::string s;
+    for (size_t k = 0; k < n; ++k) s += static_cast<char>(rng() & 0xFF);
+    return s;
+  };
+  for (uint8_t g = 0; g < 11; ++g) {
+    for (uint8_t mode : {uint8_t{0}, uint8_t{1}, uint8_t{5}}) {  // bytes, rich, rich in 4 KiB
+      std::string in;
+      in += static_cast<char>(g);
+      in += static_cast<char>(mode);
+      seed("grammar_mask", "builtin-" + std::to_string(g) + "-mode-" + std::to_string(mode),
+           in + choices(128));
+    }
+  }
+  const std::pair<const char*, const char*> own[] = {
+      {"negated-non-ascii", "root ::= [^\\u00e0-\\u00ef\\x00-\\x1f]+ \"!\""},
+      {"any-repeat", "root ::= .{2,5} (\"\u65e5\u672c\" | [\u00e9\u03b1-\u03c9])*"},
+      {"prefixes", "root ::= (\"a\" | \"ab\" | \"abc\" | \"abd\" | \"tru\" | \"true\")+ \"\u2713\"?"},
+      {"emoji", "root ::= [\U0001F600-\U0001F64F]{1,3} \"\u00e9\"* [\x70-\u0801]"},
+      {"strings", "root ::= \"\\\"\" ([^\"\\\\] | \"\\\\\" [nu\"])* \"\\\"\""},
+      {"optional", "root ::= [a-z]+ (\" \" [a-z]+)? \"?\"?"},
+      {"nested", "root ::= x\nx ::= \"(\" x* \")\" | [0-9]{1,3}"},
+      {"error", "root ::= [z-a] \"\\q\""},
+  };
+  for (const auto& g : own) {
+    for (uint8_t mode : {uint8_t{0}, uint8_t{1}}) {
+      std::string in;
+      in += '\x80';
+      in += static_cast<char>(mode);
+      seed("grammar_mask", std::string(g.first) + "-mode-" + std::to_string(mode),
+           in + g.second + "\xff" + choices(96));
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: fuzz_make_seeds OUT_DIR\n");
@@ -673,6 +713,7 @@ int main(int argc, char** argv) {
   stop_seeds();
   json_schema_seeds();
   gbnf_seeds();
+  grammar_mask_seeds();
   session_seeds();
   speculative_seeds();
   fprintf(stderr, "make_seeds: %d seeds in %s (shared data: %s)\n", g_count, g_out.c_str(),

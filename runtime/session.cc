@@ -556,6 +556,9 @@ Status session_set_grammar(SessionImpl* s, const GrammarImpl* g) {
             "the grammar was compiled against another model's vocabulary");
   s->grammar = g;
   s->gstate.g = s->gmask.trial.g = g->g;
+  // Remembered masks belong to the grammar set before, even when the new one sits at its
+  // address (a buffer compiled again): forget them.
+  mask_cache_clear(&s->gmask.cache, g);
   // The grammar applies to what is sampled from now on (the turn's output so far is not
   // re-parsed), and from the start of every later turn.
   grammar_begin(s);

@@ -210,6 +210,13 @@ std::vector<Case> conformance_cases() {
       {R"g(root ::= [\u0080-\u00FF])g", "\xC2", kPrefix},
       {R"g(root ::= .)g", "\xC0\x80", kRejected, 0},  // overlong
       {R"g(root ::= .)g", "\xED\xA0\x80", kRejected, 1},  // surrogate
+      // A partial code point is a prefix only if some code point it starts can follow: a negated
+      // set whose items together (not one alone) cover C3's whole range U+00C0..U+00FF refuses
+      // it, and ED starts no surrogate (fuzz_grammar_mask findings).
+      {R"g(root ::= [^\u00c0-\u00df\u00e0-\u00ff] "x")g", "\xC3", kRejected, 0},
+      {R"g(root ::= [^\u00c0-\u00df\u00e0-\u00fe] "x")g", "\xC3", kPrefix},  // U+00FF remains
+      {R"g(root ::= [\ud800-\udfff] | "a")g", "\xED", kRejected, 0},
+      {R"g(root ::= [\ud700-\udfff] | "a")g", "\xED", kPrefix},  // U+D700..U+D7FF
       // alternatives
       {R"g(root ::= "a" | "b")g", "a", kComplete},
       {R"g(root ::= "a" | "b")g", "b", kComplete},

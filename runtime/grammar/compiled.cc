@@ -97,8 +97,7 @@ Status walk_step(const GrammarImpl& gi, MaskScratch* ms, uint32_t from, uint32_t
 
 // Finds whether the code points of signature bits `need` (not yet known) lead automaton state
 // `root` to itself.
-Status learn_loop_bits(const GrammarImpl& gi, MaskScratch* ms, uint32_t root, uint64_t need,
-                       ErrorSink* err) {
+Status learn_loop_bits(const GrammarImpl& gi, MaskScratch* ms, uint32_t root, uint64_t need) {
   const uint8_t self = static_cast<uint8_t>(kNextState + root);
   for (uint64_t rest = need; rest; rest &= rest - 1) {
     const uint32_t bit = static_cast<uint32_t>(__builtin_ctzll(rest));
@@ -111,17 +110,22 @@ Status learn_loop_bits(const GrammarImpl& gi, MaskScratch* ms, uint32_t root, ui
         uint32_t rep = j == first ? 0x80 : gi.cp_bounds[j - 1];
         if (rep >= 0xD800 && rep <= 0xDFFF) rep = 0xE000;  // surrogates never occur
         if (cp_interval(gi, rep) != j) continue;           // an interval of surrogates only
+        // Probes the tokens may never need (a token's walk may stop before the code point):
+        // a budget overflow here only means "no loop"; a token that does need the code point
+        // meets the overflow in its own step, as the recognizer alone would.
         uint8_t next = kNextUnknown;
-        RLM_RETURN_IF_ERROR(walk_step(gi, ms, root, rep, &next, err));
-        loops = next == self;
+        const Status st = walk_step(gi, ms, root, rep, &next, nullptr);
+        if (st != RLM_OK && st != RLM_ERR_CAPACITY) return st;
+        loops = st == RLM_OK && next == self;
       }
     } else if (bit < kSigPartial) {
       uint32_t rep = 0;
       while (rep < 128 && gi.ascii_class[rep] != bit) ++rep;
       if (rep < 128) {
         uint8_t next = kNextUnknown;
-        RLM_RETURN_IF_ERROR(walk_step(gi, ms, root, rep, &next, err));
-        loops = next == self;
+        const Status st = walk_step(gi, ms, root, rep, &next, nullptr);  // as above
+        if (st != RLM_OK && st != RLM_ERR_CAPACITY) return st;
+        loops = st == RLM_OK && next == self;
       }
     }
     ms->loop_known[root] |= 1ull << bit;
@@ -304,8 +308,10 @@ void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t ca
   ms->walk_epoch = 0;  // every slot free (epoch 0) for the first walk's epoch 1
   if (ms->slot_key) memset(ms->slot_key, 0, sizeof(uint64_t) * kWalkSlots);
   ms->slot_next = a.alloc<uint8_t>(kWalkSlots);
-  ms->path_state = a.alloc<uint8_t>(kMaxPieceBytes + 1);
-  ms->path_off = a.alloc<uint16_t>(kMaxPieceBytes + 1);
+  for (uint32_t r = 0; r < 2; ++r) {
+    ms->path_state[r] = a.alloc<uint8_t>(kMaxPieceBytes + 1);
+    ms->path_off[r] = a.alloc<uint16_t>(kMaxPieceBytes + 1);
+  }
   mask_cache_layout(a, vocab, cache_bytes, &ms->cache);
 }
 
@@ -353,12 +359,7 @@ Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratc
     if (i == end) continue;
     // No open parse takes this byte: the whole group is out, unchecked.
     if (!(first[byte >> 6] >> (byte & 63) & 1)) continue;
-    if (room) {
-      RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, 1, 0, room, i, end, bits, err));
-      RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, 0, room + 1, 255, i, end, bits, err));
-    } else {
-      RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, 0, 0, 255, i, end, bits, err));
-    }
+    RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, room, i, end, bits, err));
   }
   return RLM_OK;
 }
@@ -383,31 +384,36 @@ void grammar_apply_bits(const uint64_t* bits, uint32_t vocab, float* logits) {
 }
 
 Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
-                          uint32_t root, uint32_t min_cps, uint32_t max_cps, uint32_t begin,
-                          uint32_t end, uint64_t* bits, ErrorSink* err) {
+                          uint32_t room, uint32_t begin, uint32_t end, uint64_t* bits,
+                          ErrorSink* err) {
   const TokenTable& t = gi.tokens;
   Matcher* trial = &ms->trial;
-  // path: the automaton states of the last token at its code point boundaries (byte offsets);
-  // a token resumes at the deepest one within the bytes it shares with the last (lcp).
-  // `shared`: the bytes the current token shares with the one that last set the path (the least
-  // lcp since: tokens accepted by their signature or skipped leave the path as it was).
-  ms->path_off[0] = 0;
-  ms->path_state[0] = static_cast<uint8_t>(root);
-  ms->n_path = 1;
-  uint32_t shared = 0;
+  // Per root: path, the automaton states of the last token walked from it, at its code point
+  // boundaries (byte offsets); a token resumes at the deepest one within the bytes it shares
+  // with that token. shared[root]: those bytes (the least lcp since: tokens accepted by their
+  // signature, skipped, or of the other root leave the path as it was).
+  uint32_t shared[2] = {0, 0};
+  for (uint32_t r = 0; r < 2; ++r) {
+    ms->path_off[r][0] = 0;
+    ms->path_state[r][0] = static_cast<uint8_t>(r);
+    ms->n_path[r] = 1;
+  }
   uint32_t i = begin;
   while (i < end) {
     const int32_t id = t.sorted[i];
-    if (i > begin && t.lcp[i] < shared) shared = t.lcp[i];
-    if (i == begin) shared = 0;
-    if (gi.token_cps[i] < min_cps || gi.token_cps[i] > max_cps) {  // the other root's token
-      ++i;
-      continue;
+    if (i > begin) {
+      const uint32_t l = t.lcp[i];
+      if (l < shared[0]) shared[0] = l;
+      if (l < shared[1]) shared[1] = l;
     }
+    const uint32_t root = room && gi.token_cps[i] <= room ? 1 : 0;
+    uint16_t* path_off = ms->path_off[root];
+    uint8_t* path_state = ms->path_state[root];
+    uint32_t& n_path = ms->n_path[root];
     // Every code point of the token leads the root back to itself: accepted unread.
     const uint64_t sig = gi.token_sig[i];
     const uint64_t unknown = sig & ~ms->loop_known[root];
-    if (unknown) RLM_RETURN_IF_ERROR(learn_loop_bits(gi, ms, root, unknown, err));
+    if (unknown) RLM_RETURN_IF_ERROR(learn_loop_bits(gi, ms, root, unknown));
     if ((sig & ~ms->loop_sig[root]) == 0) {
       set_bit(bits, id);
       ++i;
@@ -415,10 +421,10 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
     }
     const uint8_t* b = t.sorted_bytes + t.sorted_off[i];
     const size_t n = t.sorted_off[i + 1] - t.sorted_off[i];
-    while (ms->n_path > 1 && ms->path_off[ms->n_path - 1] > shared) --ms->n_path;
-    shared = static_cast<uint32_t>(n);  // this token sets the path
-    size_t k = ms->path_off[ms->n_path - 1];
-    uint32_t st = ms->path_state[ms->n_path - 1];
+    while (n_path > 1 && path_off[n_path - 1] > shared[root]) --n_path;
+    shared[root] = static_cast<uint32_t>(n);  // this token sets the path
+    size_t k = path_off[n_path - 1];
+    uint32_t st = path_state[n_path - 1];
     bool decided = false, accepted = false;
     size_t used = 0;  // on rejection: the index of the byte that failed
     if (ms->n_states > 0) {
@@ -447,9 +453,9 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
         if (next == kNextNone) break;
         st = next - kNextState;
         k += len;
-        ms->path_off[ms->n_path] = static_cast<uint16_t>(k);
-        ms->path_state[ms->n_path] = static_cast<uint8_t>(st);
-        ++ms->n_path;
+        path_off[n_path] = static_cast<uint16_t>(k);
+        path_state[n_path] = static_cast<uint8_t>(st);
+        ++n_path;
       }
       if (!decided && k == n) decided = accepted = true;
     }
@@ -492,8 +498,10 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
         }
         i = lo;
       }
-      // Every lcp in the run is above `used`: the path stays valid up to used + 1 bytes.
-      if (shared > used + 1) shared = static_cast<uint32_t>(used + 1);
+      // Every lcp in the run is above `used`: the paths stay valid up to used + 1 bytes.
+      for (uint32_t& sh : shared) {
+        if (sh > used + 1) sh = static_cast<uint32_t>(used + 1);
+      }
     }
   }
   return RLM_OK;

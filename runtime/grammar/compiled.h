@@ -98,9 +98,10 @@ struct MaskScratch {
   // points lead the root back to itself, among the bits found so far (found as tokens need them).
   uint64_t loop_sig[2] = {0, 0};
   uint64_t loop_known[2] = {0, 0};
-  uint8_t* path_state = nullptr;   // (kMaxPieceBytes + 1) the last token's states by byte offset
-  uint16_t* path_off = nullptr;    // (kMaxPieceBytes + 1)
-  uint32_t n_path = 0;
+  // Per root: the last token's automaton states at its code point boundaries (byte offsets).
+  uint8_t* path_state[2] = {nullptr, nullptr};  // (kMaxPieceBytes + 1) each
+  uint16_t* path_off[2] = {nullptr, nullptr};   // (kMaxPieceBytes + 1) each
+  uint32_t n_path[2] = {0, 0};
 };
 
 // Lays out MaskScratch for `vocab` tokens, a trial matcher of `state_bytes` and a cache of
@@ -132,11 +133,11 @@ Status grammar_accept_token(const GrammarImpl& gi, Matcher* state, int32_t token
 
 // The walk over sorted[begin, end) (tokens with bytes): sets the bit of every token there that
 // can continue the text from `state` (bits start at 0).
-// Only tokens of [min_cps, max_cps] code points are walked, from automaton root `root` (0: the
-// state; 1: its relaxed copy, exact for tokens of at most matcher_relax's r code points).
+// A token of at most `room` code points (room > 0) is walked from automaton root 1, the state's
+// relaxed copy (matcher_relax: exact for such tokens); the others from root 0, the state.
 Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScratch* ms,
-                          uint32_t root, uint32_t min_cps, uint32_t max_cps, uint32_t begin,
-                          uint32_t end, uint64_t* bits, ErrorSink* err);
+                          uint32_t room, uint32_t begin, uint32_t end, uint64_t* bits,
+                          ErrorSink* err);
 
 // ---- implementation of the template ----
 template <class IsEnd>

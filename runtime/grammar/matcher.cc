@@ -40,22 +40,34 @@ bool set_matches(const GbnfElem* e, uint32_t cp, uint32_t* after_len) {
 }
 
 // Could the set starting at e take some code point in [lo, hi]? (For a pending partial code
-// point; a negated set is taken to allow one unless a single item covers the whole range.)
+// point.) A negated set takes one unless its items together cover the whole range.
 bool set_intersects(const GbnfElem* e, uint32_t lo, uint32_t hi) {
   if (e->type == kCharAny) return true;
   const bool negated = e->type == kCharNot;
-  const GbnfElem* p = e;
-  do {
-    uint32_t a = p->value, b = p->value;
-    if (p[1].type == kCharRngUpper) {
-      b = p[1].value;
-      p += 2;
-    } else {
-      p += 1;
-    }
-    if (!negated && a <= hi && lo <= b) return true;
-    if (negated && a <= lo && hi <= b) return false;
-  } while (p->type == kCharAlt);
+  // Negated: advance `next` (the least code point of [lo, hi] not yet known to be excluded)
+  // past every item that covers it, until no item does (a gap: some code point is taken) or the
+  // range is exhausted. Sets are short, so the repeated scans cost little.
+  uint32_t next = lo;
+  for (bool moved = true; moved;) {
+    moved = false;
+    const GbnfElem* p = e;
+    do {
+      uint32_t a = p->value, b = p->value;
+      if (p[1].type == kCharRngUpper) {
+        b = p[1].value;
+        p += 2;
+      } else {
+        p += 1;
+      }
+      if (!negated) {
+        if (a <= hi && lo <= b) return true;
+      } else if (a <= next && next <= b) {
+        if (b >= hi) return false;  // covered to the end
+        next = b + 1;
+        moved = true;
+      }
+    } while (p->type == kCharAlt);
+  }
   return negated;
 }
 
@@ -391,6 +403,9 @@ bool matcher_viable(const Matcher& m) {
     // code point (E0 starts U+0800..U+0FFF, not U+0000..U+0FFF: overlong forms are invalid).
     const uint32_t min_cp = m.pending_need == 2 ? 0x80u : m.pending_need == 3 ? 0x800u : 0x10000u;
     if (lo < min_cp) lo = min_cp;
+    // ED starts U+D000..U+D7FF only (surrogates are not UTF-8), F4 U+100000..U+10FFFF.
+    if (m.pending_lead == 0xED && hi > 0xD7FF) hi = 0xD7FF;
+    if (m.pending_lead == 0xF4 && hi > 0x10FFFF) hi = 0x10FFFF;
   }
   for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
     const uint32_t len = m.cur.len[k];

@@ -1,0 +1,528 @@
+// A correctness oracle for the grammar token mask (#15). grammar_mask is optimised (first-byte
+// groups ruled out unchecked, a per-walk table of what each code point does to the state, skips
+// after a rejection, remembered masks per session); the reference here has none of that: for
+// every token it copies the state, feeds the token's bytes to the recognizer and keeps the token
+// when they are all taken and a pending partial code point can still continue. Tokens without
+// bytes are allowed only when they end generation and the grammar may end.
+//
+// Random walks from each grammar's start over three vocabularies (single bytes; stories260K's
+// SentencePiece tok512; GPT-2's byte-level BPE with multi-byte and partial-UTF-8 tokens): at every
+// step the mask with no cache, with a large cache kept across steps and walks (later steps hit
+// it), and with a two-entry cache (constant replacement) must each be exactly the reference's
+// allowed set; then a token the reference allows is accepted (it must be) and the walk goes on,
+// until the grammar is done, nothing is allowed, or the step limit. The reference of a state met
+// again (equal stacks and pending bytes, compared by a key written here, not matcher_key) is
+// reused; the masks are computed at every step. grammar_mask makes no heap calls once laid out.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "arena.h"
+#include "fixtures.h"
+#include "grammar/compiled.h"
+#include "grammar/matcher.h"
+#include "heap_counter.h"
+#include "model.h"
+#include "ringlm/ringlm.h"
+#include "status.h"
+#include "testing.h"
+
+namespace {
+
+using namespace ringlm_test;
+using ringlm::internal::fb::DType;
+namespace rt = ringlm::internal;
+
+// Under qemu-user (cross builds) the tests run the ringlm tool through the emulator.
+bool emulated() { return ringlm_bin() != ringlm_bin_path(); }
+
+// ---- vocabularies ------------------------------------------------------------------------------
+
+// (a) 259 tokens: <unk> <s> </s> and the 256 single bytes (every partial UTF-8 state reachable).
+const OpenedModel* byte_model() {
+  static OpenedModel m;
+  static bool ok = [] {
+    RandomModelShape shape;
+    shape.dim = 32;
+    shape.n_layers = 1;
+    shape.n_heads = 4;
+    shape.n_kv_heads = 2;
+    shape.ffn_dim = 48;
+    std::string err;
+    const bool opened = open_random_model(shape, DType::F32, &m, &err);
+    EXPECT_TRUE(opened) << err;
+    return opened;
+  }();
+  return ok ? &m : nullptr;
+}
+
+// (b) stories260K's tok512 (SentencePiece: "▁" pieces of several characters plus byte fallback).
+// Null with *why set when ../shared does not have it.
+const OpenedModel* tok512_model(std::string* why) {
+  static OpenedModel m;
+  static std::string err;
+  static bool ok = open_stories260k(DType::F32, &m, &err);
+  if (!ok) *why = err.empty() ? "../shared/models/stories260K not found" : err;
+  return ok ? &m : nullptr;
+}
+
+// (c) GPT-2's 50257-token byte-level BPE vocabulary on a tiny random-weight model, built with
+// `ringlm convert --synthetic CONFIG --vocab ggml-vocab-gpt-2.gguf`. Null with *why set when
+// ../shared does not have the vocabulary or the conversion fails.
+const OpenedModel* gpt2_model(std::string* why) {
+  static OpenedModel m;
+  static std::string err;
+  static bool ok = [] {
+    const std::string vocab = shared_path("tokenizers/vectors/ggml-vocab-gpt-2.gguf");
+    if (vocab.empty()) {
+      err = "../shared/tokenizers/vectors/ggml-vocab-gpt-2.gguf not found";
+      return false;
+    }
+    const std::string dir = temp_dir();
+    {
+      std::ofstream f(dir + "/config.json");
+      f << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+               "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
+               "intermediate_size": 48, "max_position_embeddings": 256, "rms_norm_eps": 1e-05,
+               "tie_word_embeddings": true, "vocab_size": 50257})";
+    }
+    const std::string out = dir + "/gpt2-vocab.rlm";
+    std::string log;
+    if (run_command(ringlm_bin() + " convert --synthetic " + dir + "/config.json --vocab " + vocab +
+                        " --quant q8 -q -o " + out + " 2>&1",
+                    &log) != 0) {
+      err = "ringlm convert failed: " + log;
+      return false;
+    }
+    if (!read_file_aligned(out, &m.bytes)) {
+      err = "cannot read " + out;
+      return false;
+    }
+    return m.open(&err);
+  }();
+  if (!ok) *why = err;
+  return ok ? &m : nullptr;
+}
+
+// ---- grammars ----------------------------------------------------------------------------------
+
+std::string schema_file(const std::string& name) {
+  const std::string here = __FILE__;
+  std::ifstream f(here.substr(0, here.rfind('/')) + "/data/json_schemas/" + name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string schema_to_gbnf(const std::string& schema) {
+  AlignedBuffer scratch(rlm_json_schema_scratch_bytes(schema.data(), schema.size()));
+  size_t len = 0;
+  char msg[256] = "";
+  rlm_status st = rlm_json_schema_to_gbnf(schema.data(), schema.size(), scratch.data(),
+                                          scratch.size(), nullptr, 0, &len, msg, sizeof msg);
+  EXPECT_EQ(st, RLM_ERR_BUFFER_TOO_SMALL) << msg;
+  std::string out(len + 1, '\0');
+  st = rlm_json_schema_to_gbnf(schema.data(), schema.size(), scratch.data(), scratch.size(),
+                               &out[0], out.size(), &len, msg, sizeof msg);
+  EXPECT_EQ(st, RLM_OK) << msg;
+  out.resize(len);
+  return out;
+}
+
+struct NamedGrammar {
+  std::string name;
+  std::string gbnf;
+};
+
+// Hand-written grammars aimed at the mask's shortcuts: sets whose lead bytes span UTF-8 lengths
+// (the first-byte filter), negated sets and `.` (every lead byte kept), code points that loop
+// back to the same state and ones that do not (the code-point table), literals sharing prefixes
+// (the skip after a rejection), counted and unbounded repetitions of multi-character bodies
+// (counts saturate, so states repeat: the cache), and grammars that may end early (end tokens).
+std::vector<NamedGrammar> hand_grammars() {
+  return {
+      {"non-ascii",
+       "root ::= \"\u00e9\" ([\u03b1-\u03c9] | \"\u65e5\u672c\")+ [^a-z]{1,3} . "
+       "\"\u00e9t\u00e9\"?\n"},
+      {"utf8-bands",
+       // Ranges crossing the 1/2/3-byte boundaries, 4-byte emoji, a negated set excluding
+       // non-ASCII ranges, and a lone 3-byte literal after it.
+       "root ::= [\\x70-\\u0801]{1,4} [\\U0001F600-\\U0001F64F]? ([^\\u00e9\\u0100-\\uffffa-z] | "
+       "[\\u3041-\\u3096])* \"\u2713\"\n"},
+      {"negated-and-any",
+       "root ::= [^\"\\\\\\n]* \"\\\"\" ([^a-z\\n]+ | \"x\" .)? \"\\n\" .{0,2}\n"},
+      {"repeats",
+       "root ::= (\"ab\" | \"abc\" | [0-9]){2,5} (\"xy\" \"z\"?)* (\"q\" | \"qq\")+ \"!\"\n"},
+      {"overlap",
+       "root ::= \"foo\" | \"foobar\" | \"fo\" [o-z]+ | \"f\" .{1,3} | \"\u00e9l\u00e8ve\" | "
+       "\"\u00e9t\u00e9\"\n"},
+      {"strings-with-escapes",
+       "root ::= \"[\" ws (str (ws \",\" ws str)*)? ws \"]\"\n"
+       "str ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1f] | "
+       "\"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) )* "
+       "\"\\\"\"\n"
+       "ws ::= [ \\t\\n]{0,3}\n"},
+      {"optional-tail",
+       "root ::= [a-z]+ (\".\" [a-z]{1,8})? (\"?\" | \"!\" | \" \" [A-Z] [a-z]*)?\n"},
+      {"nested",
+       "root ::= item\nitem ::= \"(\" (item (\" \" item)*)? \")\" | [0-9]+ | \"'\" [^']* \"'\"\n"},
+      // Bounded repetitions with room (the walk relaxes them for tokens short enough): bodies of
+      // one or two code points, nested counts, a tail that may stop early.
+      {"bounded",
+       "root ::= \"\\\"\" ([a-z ] | \"\\\\n\" | \"\u00e9\"){0,12} \"\\\"\" (\" \" [0-9]{1,6}){0,5} "
+       "(\".\" (\"ab\" | \"c\" [xy]{0,5}){2,9})?\n"},
+  };
+}
+
+std::vector<NamedGrammar> all_grammars() {
+  std::vector<NamedGrammar> out = {{"json", rlm_json_gbnf()}};
+  for (const char* s : {"strings_escapes_unicode.json", "pattern_format.json",
+                        "optional_properties.json", "tool_call.json", "recursive_ref.json",
+                        "numbers.json", "enums.json"}) {
+    out.push_back({s, schema_to_gbnf(schema_file(s))});
+  }
+  for (NamedGrammar& g : hand_grammars()) out.push_back(std::move(g));
+  return out;
+}
+
+struct CompiledGrammar {
+  AlignedBuffer mem;
+  rlm_grammar* g = nullptr;
+  rlm_status st = RLM_OK;
+  std::string msg;
+  CompiledGrammar(const rlm_model* model, const std::string& gbnf) {
+    size_t need = 0;
+    st = rlm_grammar_memory(model, gbnf.data(), gbnf.size(), &need);
+    if (st != RLM_OK) return;
+    mem.resize(need);
+    char m[512] = "";
+    st = rlm_grammar_compile(model, gbnf.data(), gbnf.size(), mem.data(), need, &g, m, sizeof m);
+    msg = m;
+  }
+};
+
+// ---- the oracle --------------------------------------------------------------------------------
+
+std::string escape(const uint8_t* p, size_t n) {
+  std::string s;
+  char buf[8];
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] >= 0x20 && p[i] < 0x7F && p[i] != '\\' && p[i] != '"') {
+      s += static_cast<char>(p[i]);
+    } else {
+      snprintf(buf, sizeof buf, "\\x%02X", p[i]);
+      s += buf;
+    }
+  }
+  return s;
+}
+
+// The state as words (pending bytes, every stack's frames), written here independently of
+// matcher_key, which the mask's cache and walk use: the reference of a state met again is reused
+// by this key, and must not share a bug with what it checks.
+std::vector<uint32_t> state_words(const rt::Matcher& m) {
+  std::vector<uint32_t> w = {m.pending, m.pending_len, m.pending_need, m.pending_lead,
+                             m.cur.n_stacks};
+  for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
+    w.push_back(m.cur.len[k]);
+    for (uint32_t j = 0; j < m.cur.len[k]; ++j) {
+      const rt::MatchFrame& f = m.cur.frames[m.cur.off[k] + j];
+      w.push_back(f.pos);
+      w.push_back(f.count);
+    }
+  }
+  return w;
+}
+
+constexpr size_t kStateBytes = 256 * 1024;
+constexpr size_t kCacheBytes = 1 << 20;
+
+// One grammar on one model: the walk's parse state, the reference's trial matcher, and three
+// mask scratches laid out as a session lays them out (no cache; a 1 MiB cache; a cache of two
+// entries, so entries are replaced all the time). The scratches (and their caches) live as long
+// as the oracle: across steps and walks.
+class Oracle {
+ public:
+  Oracle(const Oracle&) = delete;
+  Oracle& operator=(const Oracle&) = delete;
+  Oracle(const rlm_model* model, const rlm_grammar* grammar)
+      : m_(*rt::model_impl(model)), gi_(*reinterpret_cast<const rt::GrammarImpl*>(grammar)) {
+    const uint32_t vocab = gi_.tokens.vocab;
+    tiny_cache_bytes_ = 2 * rt::mask_cache_entry_bytes(vocab) + 5 * rt::kArenaAlignment;
+    rt::Arena measure(nullptr, 0);
+    layout(measure);
+    mem_.resize(measure.used());
+    rt::Arena a(mem_.data(), measure.used());
+    layout(a);
+    laid_out_ = a.ok() && a.used() == measure.used();
+    for (rt::MaskScratch* ms : {&off_, &on_, &tiny_}) ms->trial.g = gi_.g;
+    off_logits_.resize(vocab);
+    on_logits_.resize(vocab);
+    tiny_logits_.resize(vocab);
+  }
+
+  bool laid_out() const {
+    return laid_out_ && on_.cache.n_entries > 2 && tiny_.cache.n_entries == 2;
+  }
+  const rt::TokenTable& tokens() const { return gi_.tokens; }
+  rt::Matcher& state() { return state_; }
+  const rt::MaskCache& cache() const { return on_.cache; }
+  bool is_end(int32_t id) const { return rt::model_is_end_token(m_, id); }
+
+  rt::Status reset() { return rt::matcher_reset(&state_, &sink_); }
+  const char* error() const { return msg_; }
+
+  // The three masks of the current state and the reference. "" when all four agree, else the
+  // first differing token: its id, bytes and what each computation said. *heap_allocs gets the
+  // heap calls the three grammar_mask calls made.
+  std::string check(long* heap_allocs) {
+    const uint32_t vocab = gi_.tokens.vocab;
+    std::fill(off_logits_.begin(), off_logits_.end(), 0.0f);
+    std::fill(on_logits_.begin(), on_logits_.end(), 0.0f);
+    std::fill(tiny_logits_.begin(), tiny_logits_.end(), 0.0f);
+    auto end = [this](int32_t id) { return rt::model_is_end_token(m_, id); };
+    rt::Status st[3] = {RLM_OK, RLM_OK, RLM_OK};
+    const HeapCalls calls = count_heap([&] {
+      st[0] = rt::grammar_mask(gi_, state_, &off_, off_logits_.data(), end, &sink_);
+      st[1] = rt::grammar_mask(gi_, state_, &on_, on_logits_.data(), end, &sink_);
+      st[2] = rt::grammar_mask(gi_, state_, &tiny_, tiny_logits_.data(), end, &sink_);
+    });
+    *heap_allocs = calls.allocs;
+    for (int k = 0; k < 3; ++k) {
+      if (st[k] != RLM_OK) return "grammar_mask #" + std::to_string(k) + " failed: " + msg_;
+    }
+    const rt::TokenTable& t = gi_.tokens;
+    // The reference: of a state met before (this grammar, any walk), its verdicts then.
+    std::vector<uint32_t> key = state_words(state_);
+    verdict_ = nullptr;
+    for (const RefEntry& e : memo_) {
+      if (e.key == key) verdict_ = &e.verdict;
+    }
+    if (!verdict_) {
+      std::vector<uint8_t> fresh(vocab, 0);
+      for (uint32_t u = 0; u < vocab; ++u) {
+        const int32_t id = static_cast<int32_t>(u);
+        const uint32_t n = t.length(id);
+        if (n == 0) {
+          fresh[u] = is_end(id) && rt::matcher_can_end(state_);
+          continue;
+        }
+        rt::matcher_copy(state_, &ref_trial_);
+        bool accepted = false;
+        size_t used = 0;
+        const rt::Status s =
+            rt::matcher_accept_bytes(&ref_trial_, t.data(id), n, &accepted, &used, &sink_);
+        if (s != RLM_OK) return std::string("reference: matcher_accept_bytes failed: ") + msg_;
+        const bool allowed =
+            accepted && (ref_trial_.pending_len == 0 || rt::matcher_viable(ref_trial_));
+        fresh[u] = allowed | (allowed && !rt::matcher_same_state(ref_trial_, state_)) << 1 |
+                   (allowed && ref_trial_.pending_len != 0) << 2;
+      }
+      if (memo_.size() >= kMemoStates) memo_.erase(memo_.begin());
+      memo_.push_back({std::move(key), std::move(fresh)});
+      verdict_ = &memo_.back().verdict;
+    }
+    for (uint32_t u = 0; u < vocab; ++u) {
+      const bool off = off_logits_[u] != -INFINITY, on = on_logits_[u] != -INFINITY,
+                 tiny = tiny_logits_[u] != -INFINITY, ref = allowed(u);
+      if (off == ref && on == ref && tiny == ref) continue;
+      const int32_t id = static_cast<int32_t>(u);
+      std::string d = "token " + std::to_string(id) + " \"" + escape(t.data(id), t.length(id)) +
+                      "\": reference " + (ref ? "allows" : "refuses") + " it; mask without cache " +
+                      (off ? "allows" : "refuses") + ", with cache " + (on ? "allows" : "refuses") +
+                      ", with a 2-entry cache " + (tiny ? "allows" : "refuses");
+      if (state_.pending_len) d += " (a partial code point is pending)";
+      return d;
+    }
+    return "";
+  }
+
+  // After check(): token id is allowed / moves the state somewhere else / ends inside a code
+  // point.
+  bool allowed(uint32_t id) const { return (*verdict_)[id] & 1; }
+  bool moves(uint32_t id) const { return (*verdict_)[id] & 2; }
+  bool cuts(uint32_t id) const { return (*verdict_)[id] & 4; }
+
+ private:
+  void layout(rt::Arena& a) {
+    const uint32_t vocab = gi_.tokens.vocab;
+    rt::matcher_layout(a, gi_.g, kStateBytes, &state_);
+    rt::matcher_layout(a, gi_.g, kStateBytes, &ref_trial_);
+    rt::mask_scratch_layout(a, vocab, kStateBytes, 0, &off_);
+    rt::mask_scratch_layout(a, vocab, kStateBytes, kCacheBytes, &on_);
+    rt::mask_scratch_layout(a, vocab, kStateBytes, tiny_cache_bytes_, &tiny_);
+  }
+
+  const rt::ModelImpl& m_;
+  const rt::GrammarImpl& gi_;
+  size_t tiny_cache_bytes_ = 0;
+  AlignedBuffer mem_;
+  bool laid_out_ = false;
+  rt::Matcher state_, ref_trial_;
+  rt::MaskScratch off_, on_, tiny_;
+  std::vector<float> off_logits_, on_logits_, tiny_logits_;
+  // The reference of the states met so far: per token, bit 0 allowed, bit 1 allowed and leads
+  // elsewhere, bit 2 allowed and ends inside a code point (the oldest forgotten past
+  // kMemoStates).
+  struct RefEntry {
+    std::vector<uint32_t> key;
+    std::vector<uint8_t> verdict;
+  };
+  static constexpr size_t kMemoStates = 256;
+  std::vector<RefEntry> memo_;
+  const std::vector<uint8_t>* verdict_ = nullptr;
+  char msg_[256] = "";
+  rt::ErrorSink sink_{msg_, sizeof msg_};
+};
+
+struct WalkLimits {
+  int walks;
+  int steps;  // reference-checked steps per walk
+};
+
+struct WalkStats {
+  long steps = 0;          // states checked
+  long partial = 0;        // states whose mask allows some tokens and refuses others
+  long pending = 0;        // states with a partial code point pending
+  long completed = 0;      // walks that ended complete (done, or an end token chosen)
+  uint64_t cache_hits = 0;
+};
+
+// Random walks of `g` over `model`: every state's masks checked against the reference. The next
+// token is drawn from the allowed ones; on a third of the draws from those that change the state
+// (so walks leave string loops and reach more states), on another third from those that end
+// inside a code point (so states with a partial code point pending, which the walk handles apart,
+// are met often).
+void walk_grammar(const rlm_model* model, const NamedGrammar& g, WalkLimits lim, uint32_t seed,
+                  WalkStats* stats) {
+  SCOPED_TRACE("grammar " + g.name);
+  CompiledGrammar cg(model, g.gbnf);
+  ASSERT_EQ(cg.st, RLM_OK) << cg.msg << "\n" << g.gbnf;
+  Oracle o(model, cg.g);
+  ASSERT_TRUE(o.laid_out());
+  const rt::TokenTable& t = o.tokens();
+  std::mt19937 rng(seed);
+  std::vector<int32_t> pool_all, pool_moving, pool_cut;
+  for (int walk = 0; walk < lim.walks; ++walk) {
+    ASSERT_EQ(o.reset(), RLM_OK) << o.error();
+    std::vector<int32_t> taken;
+    std::string text;
+    for (int step = 0;; ++step) {
+      long heap = 0;
+      const std::string diff = o.check(&heap);
+      ASSERT_EQ(diff, "") << "walk " << walk << ", step " << step << ", after tokens ["
+                          << ::testing::PrintToString(taken) << "] = text \""
+                          << escape(reinterpret_cast<const uint8_t*>(text.data()), text.size())
+                          << "\"";
+      ASSERT_EQ(heap, 0) << "grammar_mask made heap calls";
+      ++stats->steps;
+      if (o.state().pending_len) ++stats->pending;
+      pool_all.clear();
+      pool_moving.clear();
+      pool_cut.clear();
+      for (uint32_t id = 0; id < t.vocab; ++id) {
+        if (!o.allowed(id)) continue;
+        pool_all.push_back(static_cast<int32_t>(id));
+        if (o.moves(id)) pool_moving.push_back(static_cast<int32_t>(id));
+        if (o.cuts(id)) pool_cut.push_back(static_cast<int32_t>(id));
+      }
+      if (!pool_all.empty() && pool_all.size() < t.vocab) ++stats->partial;
+      if (rt::matcher_is_done(o.state())) {
+        ++stats->completed;
+        break;
+      }
+      // Every vocabulary here holds all 256 single bytes, so a state reached through allowed
+      // tokens always has a continuation (these grammars have no dead ends of their own): the
+      // mask never lets a walk into a state where nothing may follow and the text is incomplete.
+      ASSERT_FALSE(pool_all.empty())
+          << "dead end: nothing allowed after tokens [" << ::testing::PrintToString(taken)
+          << "] = text \"" << escape(reinterpret_cast<const uint8_t*>(text.data()), text.size())
+          << "\"";
+      if (step + 1 >= lim.steps) break;
+      const uint32_t draw = rng() % 3;
+      const std::vector<int32_t>& pool = draw == 1 && !pool_moving.empty() ? pool_moving
+                                         : draw == 2 && !pool_cut.empty()  ? pool_cut
+                                                                           : pool_all;
+      const int32_t id = pool[rng() % pool.size()];
+      if (t.length(id) == 0) {
+        // An end token: the reference allows it only where the grammar may end.
+        ASSERT_TRUE(o.is_end(id) && rt::matcher_can_end(o.state()));
+        ++stats->completed;
+        break;
+      }
+      bool accepted = false;
+      ASSERT_EQ(rt::grammar_accept_token(*reinterpret_cast<const rt::GrammarImpl*>(cg.g),
+                                         &o.state(), id, &accepted, nullptr),
+                RLM_OK);
+      ASSERT_TRUE(accepted) << "token " << id << " was allowed but not accepted";
+      taken.push_back(id);
+      text.append(reinterpret_cast<const char*>(t.data(id)), t.length(id));
+    }
+  }
+  // The large cache was consulted across walks: every walk after the first starts in a state met
+  // before, so it must have hit (and what it returned was checked above).
+  if (lim.walks > 1) EXPECT_GT(o.cache().hits, 0u);
+  stats->cache_hits += o.cache().hits;
+}
+
+void run_vocabulary(const rlm_model* model, WalkLimits lim,
+                    const std::vector<NamedGrammar>& grammars, WalkStats* stats) {
+  uint32_t seed = 1;
+  for (const NamedGrammar& g : grammars) {
+    walk_grammar(model, g, lim, 0x9e3779b9u * seed++, stats);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  printf("[ mask     ] %zu grammars: %ld states checked (%ld with a partial code point pending), "
+         "%ld walks complete, %llu cache hits\n",
+         grammars.size(), stats->steps, stats->pending, stats->completed,
+         static_cast<unsigned long long>(stats->cache_hits));
+  // The walks exercised what they are for: states whose masks are neither all nor nothing.
+  EXPECT_GT(stats->partial, stats->steps / 2);
+}
+
+TEST(GrammarMask, ByteVocabularyMatchesReference) {
+  const OpenedModel* m = byte_model();
+  ASSERT_NE(m, nullptr);
+  WalkStats stats;
+  run_vocabulary(&m->model, {emulated() ? 4 : 16, emulated() ? 100 : 400}, all_grammars(), &stats);
+  // Single bytes split every non-ASCII character: partial code points pending were checked.
+  EXPECT_GT(stats.pending, 0);
+  EXPECT_GT(stats.completed, 0);
+  EXPECT_GT(stats.cache_hits, 0u);
+}
+
+TEST(GrammarMask, Tok512MatchesReference) {
+  std::string why;
+  const OpenedModel* m = tok512_model(&why);
+  if (!m) {
+    if (!why.empty() && why.find("not found") == std::string::npos) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  WalkStats stats;
+  run_vocabulary(&m->model, {emulated() ? 3 : 12, emulated() ? 60 : 300}, all_grammars(), &stats);
+  EXPECT_GT(stats.completed, 0);
+}
+
+TEST(GrammarMask, Gpt2ByteLevelMatchesReference) {
+  std::string why;
+  const OpenedModel* m = gpt2_model(&why);
+  if (!m) {
+    if (why.find("not found") == std::string::npos) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  // 50257 tokens: every state met for the first time feeds every token to the reference.
+  WalkStats stats;
+  run_vocabulary(&m->model, {emulated() ? 2 : 3, emulated() ? 2 : 40}, all_grammars(), &stats);
+  // Byte-level tokens end inside UTF-8 characters: partial code points pending were checked.
+  EXPECT_GT(stats.pending, 0);
+}
+
+}  // namespace
