@@ -337,3 +337,57 @@ TEST(CppWrapper, SpeculationKeepsTheTokens) {
   EXPECT_EQ(s->set_speculation(&spec).code(), RLM_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(s->set_speculation(nullptr));
 }
+
+TEST(CppWrapper, GrammarsCompileAndConstrainTheSession) {
+  AlignedBuffer b = random_bytes();
+  ringlm::Result<ringlm::Model> model = ringlm::Model::open(b.data(), b.size());
+  ASSERT_TRUE(model) << model.message();
+  // A bad grammar: the status name and the located message.
+  ringlm::Result<ringlm::Grammar> bad = ringlm::Grammar::allocate(*model, "root ::= \"yes");
+  EXPECT_EQ(bad.code(), RLM_ERR_GRAMMAR);
+  EXPECT_NE(std::string(bad.message()).find("line 1"), std::string::npos) << bad.message();
+  // Borrowed memory: exactly memory_required bytes; allocate owns its own.
+  const std::string gbnf = "root ::= \"yes\" | \"no\"";
+  ringlm::Result<size_t> need = ringlm::Grammar::memory_required(*model, gbnf);
+  ASSERT_TRUE(need);
+  ringlm::AlignedMemory mem(64, *need);
+  ringlm::Result<ringlm::Grammar> g = ringlm::Grammar::compile(*model, gbnf, mem.data(), *need);
+  ASSERT_TRUE(g) << g.message();
+  EXPECT_EQ(ringlm::Grammar::compile(*model, gbnf, mem.data(), *need - 1).code(),
+            RLM_ERR_BUFFER_TOO_SMALL);
+  ringlm::Result<ringlm::Grammar> schema = ringlm::Grammar::allocate_json_schema(
+      *model, R"({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})");
+  ASSERT_TRUE(schema) << schema.message();
+  ringlm::Result<ringlm::Grammar> unsupported =
+      ringlm::Grammar::allocate_json_schema(*model, R"({"type": "integer", "multipleOf": 3})");
+  EXPECT_EQ(unsupported.code(), RLM_ERR_GRAMMAR) << unsupported.message();
+
+  ringlm::SessionConfig cfg;
+  cfg.grammar_state_bytes = 64 * 1024;
+  cfg.grammar_cache_bytes = 256 * 1024;
+  ringlm::Result<ringlm::Session> s = ringlm::Session::allocate(*model, cfg);
+  ASSERT_TRUE(s) << s.message();
+  ringlm::Sampling sp;
+  sp.seed = 5;
+  ASSERT_TRUE(s->set_sampling(sp));
+  for (const ringlm::Grammar* grammar : {&*g, &*schema}) {
+    ASSERT_TRUE(s->set_grammar(grammar)) << s->error();
+    std::string text;
+    ringlm::Result<rlm_stop_reason> stop =
+        s->generate("x", [&](std::string_view piece) { text += piece; });
+    ASSERT_TRUE(stop) << stop.message();
+    if (grammar == &*g) {
+      EXPECT_TRUE(text == "yes" || text == "no") << text;
+    } else {
+      EXPECT_TRUE(text.find("\"ok\"") != std::string::npos) << text;
+    }
+    EXPECT_EQ(*stop, RLM_STOP_GRAMMAR) << text;
+  }
+  ASSERT_TRUE(s->set_grammar(nullptr));
+  // Without grammar memory in the config: a named error from the session.
+  ringlm::Result<ringlm::Session> plain = ringlm::Session::allocate(*model);
+  ASSERT_TRUE(plain);
+  ringlm::Status st = plain->set_grammar(&*g);
+  EXPECT_EQ(st.code(), RLM_ERR_BAD_STATE);
+  EXPECT_NE(std::string(st.message()).find("grammar_state_bytes"), std::string::npos);
+}

@@ -475,8 +475,10 @@ RLM_API rlm_status rlm_json_schema_to_gbnf(const char* schema, size_t len, void*
  * starts a new turn and the grammar again from its start (so do rewind and reset). Composes with
  * logit bias, penalties, every sampler, stop strings and speculative decoding (drafts the grammar
  * refuses are simply not accepted). RLM_ERR_BAD_STATE when the session has grammar_state_bytes 0;
- * RLM_ERR_INVALID_ARGUMENT for a grammar compiled against another model. Costs: the mask checks
- * the vocabulary against the parse state at every step (README). */
+ * RLM_ERR_INVALID_ARGUMENT for a grammar compiled against another model. Setting a grammar
+ * (even the same one again) forgets the session's remembered masks. Costs: a walk over the
+ * vocabulary for a parse state not met before, a lookup for one the cache remembers
+ * (grammar_cache_bytes); `ringlm bench --grammar` measures both (README). */
 RLM_API rlm_status rlm_session_set_grammar(rlm_session* session, const rlm_grammar* grammar);
 
 /* ---------------------------------------------------------------------------------------------

@@ -266,6 +266,84 @@ class AlignedMemory {
   size_t size_ = 0;
 };
 
+// A grammar compiled against a model's vocabulary (rlm_grammar_compile, README "Grammars"), in
+// memory it borrows (compile) or owns (allocate*, tools only). Read-only once compiled: any
+// number of sessions on the model may use it, on any threads; it must outlive them and the
+// model must outlive it. Not copyable, not movable (sessions point into its memory and its error
+// message lives in it): it lives inside the returned Result.
+class Grammar {
+ public:
+  // Bytes compile() needs for this GBNF (64-byte alignment).
+  static Result<size_t> memory_required(const Model& model, std::string_view gbnf) noexcept {
+    size_t n = 0;
+    const rlm_status st = rlm_grammar_memory(model.get(), gbnf.data(), gbnf.size(), &n);
+    if (st != RLM_OK) return Result<size_t>(st);
+    return Result<size_t>(n);
+  }
+
+  // Compiles into `memory` (borrowed, 64-byte aligned, memory_required bytes). Errors carry
+  // "line L, column C: ..." in message(). Allocates nothing.
+  static Result<Grammar> compile(const Model& model, std::string_view gbnf, void* memory,
+                                 size_t size) noexcept {
+    return Result<Grammar>(detail::InPlace{}, [&](Grammar& g) {
+      return g.build(model, gbnf, memory, size);
+    });
+  }
+
+  // Tools only: allocates the memory (AlignedMemory) and owns it.
+  static Result<Grammar> allocate(const Model& model, std::string_view gbnf) noexcept {
+    return Result<Grammar>(detail::InPlace{}, [&](Grammar& g) { return g.own(model, gbnf); });
+  }
+
+  // Tools only: a JSON Schema (README "JSON Schema") converted to GBNF, then allocate().
+  static Result<Grammar> allocate_json_schema(const Model& model,
+                                              std::string_view schema) noexcept {
+    return Result<Grammar>(detail::InPlace{}, [&](Grammar& g) -> Status {
+      AlignedMemory scratch(64, rlm_json_schema_scratch_bytes(schema.data(), schema.size()));
+      if (!scratch) return Status(RLM_ERR_BUFFER_TOO_SMALL, "cannot allocate schema scratch");
+      size_t len = 0;
+      rlm_status st = rlm_json_schema_to_gbnf(schema.data(), schema.size(), scratch.data(),
+                                              scratch.size(), nullptr, 0, &len, g.msg_,
+                                              sizeof g.msg_);
+      if (st != RLM_ERR_BUFFER_TOO_SMALL) return Status(st, g.msg_);  // (RLM_OK is impossible)
+      AlignedMemory text(1, len + 1);
+      if (!text) return Status(RLM_ERR_BUFFER_TOO_SMALL, "cannot allocate the schema's GBNF");
+      st = rlm_json_schema_to_gbnf(schema.data(), schema.size(), scratch.data(), scratch.size(),
+                                   static_cast<char*>(text.data()), len + 1, &len, g.msg_,
+                                   sizeof g.msg_);
+      if (st != RLM_OK) return Status(st, g.msg_);
+      return g.own(model, std::string_view(static_cast<const char*>(text.data()), len));
+    });
+  }
+
+  Grammar() noexcept = default;  // not compiled; use compile / allocate
+  Grammar(const Grammar&) = delete;
+  Grammar& operator=(const Grammar&) = delete;
+  Grammar(Grammar&&) = delete;
+  Grammar& operator=(Grammar&&) = delete;
+
+  const rlm_grammar* get() const noexcept { return g_; }
+  explicit operator bool() const noexcept { return g_ != nullptr; }
+
+ private:
+  Status build(const Model& model, std::string_view gbnf, void* memory, size_t size) noexcept {
+    const rlm_status st = rlm_grammar_compile(model.get(), gbnf.data(), gbnf.size(), memory,
+                                              size, &g_, msg_, sizeof msg_);
+    return st == RLM_OK ? Status() : Status(st, msg_);
+  }
+  Status own(const Model& model, std::string_view gbnf) noexcept {
+    Result<size_t> need = memory_required(model, gbnf);
+    if (!need) return need.status();
+    owned_ = AlignedMemory(64, *need);
+    if (!owned_) return Status(RLM_ERR_BUFFER_TOO_SMALL, "cannot allocate grammar memory");
+    return build(model, gbnf, owned_.data(), *need);
+  }
+
+  rlm_grammar* g_ = nullptr;
+  AlignedMemory owned_;
+  char msg_[256] = "";
+};
+
 // A generation session in memory it borrows (create) or owns (allocate, tools only).
 // Movable; one thread at a time.
 class Session {
@@ -419,6 +497,11 @@ class Session {
     const rlm_status code = rlm_session_spec_stats(s_, &st);
     if (code != RLM_OK) return Result<rlm_spec_stats>(code, rlm_session_error(s_));
     return Result<rlm_spec_stats>(st);
+  }
+  // Constrains each turn's output to `grammar` (borrowed while set; nullptr turns it off). The
+  // session's config needs grammar_state_bytes > 0 (and grammar_cache_bytes for remembered masks).
+  Status set_grammar(const Grammar* grammar) noexcept {
+    return check(rlm_session_set_grammar(s_, grammar ? grammar->get() : nullptr));
   }
   Status set_ignore_eos(bool ignore) noexcept {
     return check(rlm_session_set_ignore_eos(s_, ignore ? 1 : 0));
