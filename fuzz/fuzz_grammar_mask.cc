@@ -42,6 +42,7 @@
 #include "fuzz_common.h"
 #include "grammar/compiled.h"
 #include "grammar/matcher.h"
+#include "grammar_testing.h"
 #include "model.h"
 
 using namespace ringlm::internal;
@@ -209,36 +210,6 @@ void build_grammars() {
 
 // ---- the walk --------------------------------------------------------------------------------
 
-std::string escape(const uint8_t* p, size_t n) {
-  std::string s;
-  char buf[8];
-  for (size_t i = 0; i < n; ++i) {
-    if (p[i] >= 0x20 && p[i] < 0x7F && p[i] != '\\' && p[i] != '"') {
-      s += static_cast<char>(p[i]);
-    } else {
-      snprintf(buf, sizeof buf, "\\x%02X", p[i]);
-      s += buf;
-    }
-  }
-  return s;
-}
-
-// The state as words (pending bytes, every stack's frames), written here independently of
-// matcher_key, which the mask's cache and walk use: the reference of a state met again in the
-// walk is reused by this key, and must not share a bug with what it checks.
-std::vector<uint32_t> state_words(const Matcher& m) {
-  std::vector<uint32_t> w = {m.pending, m.pending_len, m.pending_need, m.pending_lead,
-                             m.cur.n_stacks};
-  for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
-    w.push_back(m.cur.len[k]);
-    for (uint32_t j = 0; j < m.cur.len[k]; ++j) {
-      const MatchFrame& f = m.cur.frames[m.cur.off[k] + j];
-      w.push_back(f.pos);
-      w.push_back(f.count);
-    }
-  }
-  return w;
-}
 
 // The reference of one state: per token, bit 0 allowed, bit 1 allowed and leads elsewhere, bit 2
 // allowed and ends inside a code point.
@@ -278,7 +249,7 @@ void revisit(const GrammarImpl& gi, size_t budget, IsEnd is_end, const std::vect
   s.off.trial.g = gi.g;
   std::vector<float> logits(vocab);
   auto check = [&](size_t k) {
-    const std::vector<uint32_t> key = state_words(s.state);
+    const std::vector<uint32_t> key = ringlm_test::state_words(s.state);
     const RefEntry* known = nullptr;
     for (const RefEntry& e : memo) {
       if (e.key == key) known = &e;
@@ -290,7 +261,7 @@ void revisit(const GrammarImpl& gi, size_t budget, IsEnd is_end, const std::vect
     for (uint32_t u = 0; u < vocab; ++u) {
       const bool r = known->verdict[u] & 1, got = logits[u] != -INFINITY;
       FUZZ_CHECK(got == r, "over reused memory: token %u \"%s\": reference %d, mask %d, after %zu "
-                 "tokens", u, escape(gi.tokens.data(id_of(u)), gi.tokens.length(id_of(u))).c_str(),
+                 "tokens", u, ringlm_test::escape_bytes(gi.tokens.data(id_of(u)), gi.tokens.length(id_of(u))).c_str(),
                  r, got, k);
     }
   };
@@ -346,13 +317,13 @@ void walk(const ModelImpl& m, const GrammarImpl& gi, size_t budget, bool builtin
     const Status s_off = grammar_mask(gi, s.state, &s.off, l_off.data(), is_end, &err);
     const Status s_on = grammar_mask(gi, s.state, &s.on, l_on.data(), is_end, &err);
     const Status s_tiny = grammar_mask(gi, s.state, &s.tiny, l_tiny.data(), is_end, &err);
-    const std::string so_far = escape(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+    const std::string so_far = ringlm_test::escape_bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
     FUZZ_CHECK(s_off == s_on && s_off == s_tiny, "mask statuses %d / %d / %d after \"%s\"", s_off,
                s_on, s_tiny, so_far.c_str());
     FUZZ_CHECK(s_off == RLM_OK || s_off == RLM_ERR_CAPACITY, "mask status %d '%s'", s_off, msg);
     // The reference (a state met before in this walk: its verdicts then).
     bool ref_capacity = false;
-    std::vector<uint32_t> key = state_words(s.state);
+    std::vector<uint32_t> key = ringlm_test::state_words(s.state);
     const RefEntry* known = nullptr;
     for (const RefEntry& e : memo) {
       if (e.key == key) known = &e;
@@ -399,7 +370,7 @@ void walk(const ModelImpl& m, const GrammarImpl& gi, size_t budget, bool builtin
       FUZZ_CHECK(off == r && on == r && tiny == r,
                  "token %u \"%s\": reference %d, mask without cache %d, with cache %d, with a "
                  "2-entry cache %d; after \"%s\" (step %u, pending %u bytes)",
-                 u, escape(t.data(id_of(u)), t.length(id_of(u))).c_str(), r, off, on, tiny,
+                 u, ringlm_test::escape_bytes(t.data(id_of(u)), t.length(id_of(u))).c_str(), r, off, on, tiny,
                  so_far.c_str(), step, s.state.pending_len);
       if (r) {
         pool_all.push_back(static_cast<int32_t>(u));

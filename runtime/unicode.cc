@@ -59,6 +59,25 @@ size_t utf8_encode(uint32_t cp, uint8_t out[4]) {
   return 4;
 }
 
+uint32_t utf8_sequence_length(uint8_t b) {
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return 2;
+  if (b >= 0xE0 && b <= 0xEF) return 3;
+  if (b >= 0xF0 && b <= 0xF4) return 4;
+  return 0;
+}
+
+bool utf8_continuation_ok(uint8_t lead, uint32_t idx, uint8_t b) {
+  uint8_t lo = 0x80, hi = 0xBF;
+  if (idx == 1) {
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  }
+  return b >= lo && b <= hi;
+}
+
 size_t utf8_decode(const uint8_t* s, size_t n, uint32_t* cp) {
   const uint8_t c = s[0];
   if (c < 0x80) {

@@ -32,6 +32,14 @@ constexpr uint32_t kInvalidCp = 0xFFFFFFFFu;
 // not start a valid sequence is returned as length 1 with *cp = kInvalidCp.
 size_t utf8_decode(const uint8_t* s, size_t n, uint32_t* cp);
 
+// Length of the UTF-8 sequence lead byte b starts (1..4), 0 when b starts none (a continuation
+// byte, C0/C1, F5..FF).
+uint32_t utf8_sequence_length(uint8_t b);
+
+// Whether b may be byte `idx` (1..3) of a sequence starting with `lead` (strict: no overlongs,
+// surrogates or values above U+10FFFF, as utf8_decode).
+bool utf8_continuation_ok(uint8_t lead, uint32_t idx, uint8_t b);
+
 // Encodes code point cp (<= U+10FFFF) as UTF-8 into out; returns its length (1..4).
 size_t utf8_encode(uint32_t cp, uint8_t out[4]);
 

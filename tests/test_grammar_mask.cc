@@ -29,6 +29,7 @@
 #include "fixtures.h"
 #include "grammar/compiled.h"
 #include "grammar/matcher.h"
+#include "grammar_testing.h"
 #include "heap_counter.h"
 #include "model.h"
 #include "ringlm/ringlm.h"
@@ -114,29 +115,6 @@ const OpenedModel* gpt2_model(std::string* why) {
 
 // ---- grammars ----------------------------------------------------------------------------------
 
-std::string schema_file(const std::string& name) {
-  const std::string here = __FILE__;
-  std::ifstream f(here.substr(0, here.rfind('/')) + "/data/json_schemas/" + name);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string schema_to_gbnf(const std::string& schema) {
-  AlignedBuffer scratch(rlm_json_schema_scratch_bytes(schema.data(), schema.size()));
-  size_t len = 0;
-  char msg[256] = "";
-  rlm_status st = rlm_json_schema_to_gbnf(schema.data(), schema.size(), scratch.data(),
-                                          scratch.size(), nullptr, 0, &len, msg, sizeof msg);
-  EXPECT_EQ(st, RLM_ERR_BUFFER_TOO_SMALL) << msg;
-  std::string out(len + 1, '\0');
-  st = rlm_json_schema_to_gbnf(schema.data(), schema.size(), scratch.data(), scratch.size(),
-                               &out[0], out.size(), &len, msg, sizeof msg);
-  EXPECT_EQ(st, RLM_OK) << msg;
-  out.resize(len);
-  return out;
-}
-
 struct NamedGrammar {
   std::string name;
   std::string gbnf;
@@ -187,60 +165,17 @@ std::vector<NamedGrammar> all_grammars() {
   for (const char* s : {"strings_escapes_unicode.json", "pattern_format.json",
                         "optional_properties.json", "tool_call.json", "recursive_ref.json",
                         "numbers.json", "enums.json"}) {
-    out.push_back({s, schema_to_gbnf(schema_file(s))});
+    std::string err;
+    std::string gbnf = schema_to_gbnf(schema_file(s), &err);
+    EXPECT_TRUE(err.empty()) << s << ": " << err;
+    out.push_back({s, gbnf});
   }
   for (NamedGrammar& g : hand_grammars()) out.push_back(std::move(g));
   return out;
 }
 
-struct CompiledGrammar {
-  AlignedBuffer mem;
-  rlm_grammar* g = nullptr;
-  rlm_status st = RLM_OK;
-  std::string msg;
-  CompiledGrammar(const rlm_model* model, const std::string& gbnf) {
-    size_t need = 0;
-    st = rlm_grammar_memory(model, gbnf.data(), gbnf.size(), &need);
-    if (st != RLM_OK) return;
-    mem.resize(need);
-    char m[512] = "";
-    st = rlm_grammar_compile(model, gbnf.data(), gbnf.size(), mem.data(), need, &g, m, sizeof m);
-    msg = m;
-  }
-};
-
 // ---- the oracle --------------------------------------------------------------------------------
 
-std::string escape(const uint8_t* p, size_t n) {
-  std::string s;
-  char buf[8];
-  for (size_t i = 0; i < n; ++i) {
-    if (p[i] >= 0x20 && p[i] < 0x7F && p[i] != '\\' && p[i] != '"') {
-      s += static_cast<char>(p[i]);
-    } else {
-      snprintf(buf, sizeof buf, "\\x%02X", p[i]);
-      s += buf;
-    }
-  }
-  return s;
-}
-
-// The state as words (pending bytes, every stack's frames), written here independently of
-// matcher_key, which the mask's cache and walk use: the reference of a state met again is reused
-// by this key, and must not share a bug with what it checks.
-std::vector<uint32_t> state_words(const rt::Matcher& m) {
-  std::vector<uint32_t> w = {m.pending, m.pending_len, m.pending_need, m.pending_lead,
-                             m.cur.n_stacks};
-  for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
-    w.push_back(m.cur.len[k]);
-    for (uint32_t j = 0; j < m.cur.len[k]; ++j) {
-      const rt::MatchFrame& f = m.cur.frames[m.cur.off[k] + j];
-      w.push_back(f.pos);
-      w.push_back(f.count);
-    }
-  }
-  return w;
-}
 
 constexpr size_t kStateBytes = 256 * 1024;
 constexpr size_t kCacheBytes = 1 << 20;
@@ -335,7 +270,7 @@ class Oracle {
                  tiny = tiny_logits_[u] != -INFINITY, ref = allowed(u);
       if (off == ref && on == ref && tiny == ref) continue;
       const int32_t id = static_cast<int32_t>(u);
-      std::string d = "token " + std::to_string(id) + " \"" + escape(t.data(id), t.length(id)) +
+      std::string d = "token " + std::to_string(id) + " \"" + escape_bytes(t.data(id), t.length(id)) +
                       "\": reference " + (ref ? "allows" : "refuses") + " it; mask without cache " +
                       (off ? "allows" : "refuses") + ", with cache " + (on ? "allows" : "refuses") +
                       ", with a 2-entry cache " + (tiny ? "allows" : "refuses");
@@ -420,7 +355,7 @@ void walk_grammar(const rlm_model* model, const NamedGrammar& g, WalkLimits lim,
       const std::string diff = o.check(&heap);
       ASSERT_EQ(diff, "") << "walk " << walk << ", step " << step << ", after tokens ["
                           << ::testing::PrintToString(taken) << "] = text \""
-                          << escape(reinterpret_cast<const uint8_t*>(text.data()), text.size())
+                          << escape_bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size())
                           << "\"";
       ASSERT_EQ(heap, 0) << "grammar_mask made heap calls";
       ++stats->steps;
@@ -444,7 +379,7 @@ void walk_grammar(const rlm_model* model, const NamedGrammar& g, WalkLimits lim,
       // mask never lets a walk into a state where nothing may follow and the text is incomplete.
       ASSERT_FALSE(pool_all.empty())
           << "dead end: nothing allowed after tokens [" << ::testing::PrintToString(taken)
-          << "] = text \"" << escape(reinterpret_cast<const uint8_t*>(text.data()), text.size())
+          << "] = text \"" << escape_bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size())
           << "\"";
       if (step + 1 >= lim.steps) break;
       const uint32_t draw = rng() % 3;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.h"
+#include "grammar_testing.h"
 #include "heap_counter.h"
 #include "ringlm/ringlm.h"
 #include "testing.h"
@@ -45,43 +46,11 @@ OpenedModel& model_fixture() {
   return m;
 }
 
-struct CompiledGrammar {
-  AlignedBuffer mem;
-  rlm_grammar* g = nullptr;
-  rlm_status st = RLM_OK;
-  std::string msg;
-  CompiledGrammar(const rlm_model* model, const std::string& gbnf) {
-    size_t need = 0;
-    st = rlm_grammar_memory(model, gbnf.data(), gbnf.size(), &need);
-    if (st != RLM_OK) return;
-    mem.resize(need);
-    char m[512] = "";
-    st = rlm_grammar_compile(model, gbnf.data(), gbnf.size(), mem.data(), need, &g, m, sizeof m);
-    msg = m;
-  }
-};
-
-std::string schema_file(const std::string& name) {
-  const std::string here = __FILE__;
-  std::ifstream f(here.substr(0, here.rfind('/')) + "/data/json_schemas/" + name);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string schema_to_gbnf(const std::string& schema) {
-  AlignedBuffer scratch(rlm_json_schema_scratch_bytes(schema.data(), schema.size()));
-  size_t len = 0;
-  char msg[256] = "";
-  rlm_status st = rlm_json_schema_to_gbnf(schema.data(), schema.size(), scratch.data(),
-                                          scratch.size(), nullptr, 0, &len, msg, sizeof msg);
-  EXPECT_EQ(st, RLM_ERR_BUFFER_TOO_SMALL) << msg;
-  std::string out(len + 1, '\0');
-  st = rlm_json_schema_to_gbnf(schema.data(), schema.size(), scratch.data(), scratch.size(), &out[0],
-                               out.size(), &len, msg, sizeof msg);
-  EXPECT_EQ(st, RLM_OK) << msg;
-  out.resize(len);
-  return out;
+std::string schema_gbnf(const std::string& name) {
+  std::string err;
+  std::string gbnf = schema_to_gbnf(schema_file(name), &err);
+  EXPECT_TRUE(err.empty()) << name << ": " << err;
+  return gbnf;
 }
 
 rlm_session_config grammar_config(uint32_t max_draft = 0) {
@@ -192,7 +161,7 @@ TEST(GrammarSession, SchemasGiveValidJsonFromNoise) {
   const int runs = emulated() ? 8 : sanitized() ? 60 : 500;
   for (const char* name : schemas) {
     SCOPED_TRACE(name);
-    CompiledGrammar g(&m.model, schema_to_gbnf(schema_file(name)));
+    CompiledGrammar g(&m.model, schema_gbnf(name));
     ASSERT_EQ(g.st, RLM_OK) << g.msg;
     TestSession ts;
     ASSERT_EQ(ts.init(&m.model, grammar_config()), RLM_OK);
@@ -415,7 +384,7 @@ namespace {
 // alone. In the tsan preset.
 TEST(GrammarSession, SharedBy8Sessions) {
   const OpenedModel& m = model_fixture();
-  CompiledGrammar g(&m.model, schema_to_gbnf(schema_file("array_of_objects.json")));
+  CompiledGrammar g(&m.model, schema_gbnf("array_of_objects.json"));
   ASSERT_EQ(g.st, RLM_OK) << g.msg;
   const int kThreads = 8;
   const uint32_t max_tokens = emulated() ? 60 : 300;
@@ -468,7 +437,7 @@ std::vector<int32_t> constrained_tokens(const rlm_model* model, const rlm_gramma
 
 TEST(GrammarSession, MaskCacheChangesNothingButTheCost) {
   const OpenedModel& m = model_fixture();
-  CompiledGrammar g(&m.model, schema_to_gbnf(schema_file("tool_call.json")));
+  CompiledGrammar g(&m.model, schema_gbnf("tool_call.json"));
   ASSERT_EQ(g.st, RLM_OK) << g.msg;
   // The same seeded turns with no cache, with a cache of one entry (constant replacement) and
   // with a large one: identical tokens (a remembered mask is exactly the walk's mask).

@@ -58,18 +58,10 @@ uint8_t* walk_slot(MaskScratch* ms, uint64_t key) {
 
 // b[0, n) is a proper prefix of a valid UTF-8 sequence (a code point cut by the token's end).
 bool utf8_partial(const uint8_t* b, size_t n) {
-  const uint8_t c = b[0];
-  const size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-  if (need == 0 || n >= need) return false;
+  const uint32_t need = utf8_sequence_length(b[0]);
+  if (need < 2 || n >= need) return false;
   for (size_t i = 1; i < n; ++i) {
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (i == 1) {
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    }
-    if (b[i] < lo || b[i] > hi) return false;
+    if (!utf8_continuation_ok(b[0], static_cast<uint32_t>(i), b[i])) return false;
   }
   return true;
 }

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "unicode.h"
+
 namespace ringlm::internal {
 
 namespace {
@@ -17,6 +19,16 @@ uint64_t hash_frames(const MatchFrame* f, uint32_t n) {
   return h ? h : 1;  // 0 marks a free slot in `seen`
 }
 
+// The item at p of a character set: a code point or a range, [*lo, *hi]. Returns the next item.
+const GbnfElem* set_item(const GbnfElem* p, uint32_t* lo, uint32_t* hi) {
+  *lo = *hi = p->value;
+  if (p[1].type == kCharRngUpper) {
+    *hi = p[1].value;
+    return p + 2;
+  }
+  return p + 1;
+}
+
 // Does the set starting at e take code point cp? *after: the element past the set.
 bool set_matches(const GbnfElem* e, uint32_t cp, uint32_t* after_len) {
   if (e->type == kCharAny) {
@@ -27,13 +39,9 @@ bool set_matches(const GbnfElem* e, uint32_t cp, uint32_t* after_len) {
   bool found = false;
   const GbnfElem* p = e;
   do {
-    if (p[1].type == kCharRngUpper) {
-      if (p->value <= cp && cp <= p[1].value) found = true;
-      p += 2;
-    } else {
-      if (p->value == cp) found = true;
-      p += 1;
-    }
+    uint32_t a = 0, b = 0;
+    p = set_item(p, &a, &b);
+    if (a <= cp && cp <= b) found = true;
   } while (p->type == kCharAlt);
   *after_len = static_cast<uint32_t>(p - e);
   return found != negated;
@@ -52,13 +60,8 @@ bool set_intersects(const GbnfElem* e, uint32_t lo, uint32_t hi) {
     moved = false;
     const GbnfElem* p = e;
     do {
-      uint32_t a = p->value, b = p->value;
-      if (p[1].type == kCharRngUpper) {
-        b = p[1].value;
-        p += 2;
-      } else {
-        p += 1;
-      }
+      uint32_t a = 0, b = 0;
+      p = set_item(p, &a, &b);
       if (!negated) {
         if (a <= hi && lo <= b) return true;
       } else if (a <= next && next <= b) {
@@ -217,25 +220,6 @@ void swap_sets(Matcher* m) {
   m->next = t;
 }
 
-uint32_t utf8_need(uint8_t b) {
-  if (b < 0x80) return 1;
-  if (b >= 0xC2 && b <= 0xDF) return 2;
-  if (b >= 0xE0 && b <= 0xEF) return 3;
-  if (b >= 0xF0 && b <= 0xF4) return 4;
-  return 0;
-}
-
-// Is byte b a valid continuation at index `idx` of a sequence starting with `lead`?
-bool utf8_cont_ok(uint8_t lead, uint32_t idx, uint8_t b) {
-  uint8_t lo = 0x80, hi = 0xBF;
-  if (idx == 1) {
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;
-  }
-  return b >= lo && b <= hi;
-}
 
 }  // namespace
 
@@ -326,7 +310,7 @@ Status matcher_accept_bytes(Matcher* m, const uint8_t* bytes, size_t n, bool* ac
   for (; k < n; ++k) {
     const uint8_t b = bytes[k];
     if (m->pending_len == 0) {
-      const uint32_t need = utf8_need(b);
+      const uint32_t need = utf8_sequence_length(b);
       if (need == 0) break;  // not a UTF-8 lead byte
       if (need == 1) {
         bool ok = false;
@@ -345,7 +329,7 @@ Status matcher_accept_bytes(Matcher* m, const uint8_t* bytes, size_t n, bool* ac
       }
       continue;
     }
-    if (!utf8_cont_ok(m->pending_lead, m->pending_len, b)) break;
+    if (!utf8_continuation_ok(m->pending_lead, m->pending_len, b)) break;
     const uint32_t saved = m->pending;
     const uint8_t saved_len = m->pending_len;
     const uint32_t value = (saved << 6) | (b & 0x3Fu);
@@ -456,13 +440,8 @@ void matcher_next_bytes(const Matcher& m, uint64_t out[4]) {
       if (e->type == kCharNot) {
         const GbnfElem* p = e;
         do {
-          uint32_t a = p->value, b = p->value;
-          if (p[1].type == kCharRngUpper) {
-            b = p[1].value;
-            p += 2;
-          } else {
-            p += 1;
-          }
+          uint32_t a = 0, b = 0;
+          p = set_item(p, &a, &b);
           for (uint32_t c = a; c <= b && c < 0x80; ++c) ascii[c >> 6] &= ~(1ull << (c & 63));
         } while (p->type == kCharAlt);
       }
@@ -473,13 +452,8 @@ void matcher_next_bytes(const Matcher& m, uint64_t out[4]) {
     }
     const GbnfElem* p = e;
     do {
-      uint32_t a = p->value, b = p->value;
-      if (p[1].type == kCharRngUpper) {
-        b = p[1].value;
-        p += 2;
-      } else {
-        p += 1;
-      }
+      uint32_t a = 0, b = 0;
+      p = set_item(p, &a, &b);
       add_lead_bytes(out, a, b);
     } while (p->type == kCharAlt);
   }
