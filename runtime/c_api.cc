@@ -1,4 +1,5 @@
 // The C ABI: argument checks and status mapping only; the logic lives in model/session.
+#include <stddef.h>
 #include <string.h>
 
 #include "model.h"
@@ -354,8 +355,25 @@ void rlm_step_result_default(rlm_step_result* r) {
 rlm_status rlm_step(rlm_session* session, rlm_step_result* result) {
   RLM_SESSION_OR_RETURN(s, session);
   if (!result) return RLM_ERR_INVALID_ARGUMENT;
-  if (result->struct_size != sizeof *result) return RLM_ERR_STRUCT_SIZE;
+  // The first release's result ended before `logprob`; session_step writes only what fits.
+  if (result->struct_size != sizeof *result &&
+      result->struct_size != offsetof(rlm_step_result, logprob)) {
+    return RLM_ERR_STRUCT_SIZE;
+  }
   return session_step(s, result);
+}
+
+rlm_status rlm_session_set_logprobs(rlm_session* session, int enable, rlm_token_logprob* top,
+                                    uint32_t n_top) {
+  RLM_SESSION_OR_RETURN(s, session);
+  return session_set_logprobs(s, enable != 0, top, n_top);
+}
+
+rlm_status rlm_session_score(rlm_session* session, const int32_t* tokens, size_t n,
+                             float* logprobs, float* logits, double* sum) {
+  RLM_SESSION_OR_RETURN(s, session);
+  if (n > 0 && !tokens) return RLM_ERR_INVALID_ARGUMENT;
+  return session_score(s, tokens, n, logprobs, logits, sum);
 }
 
 rlm_status rlm_session_eval(rlm_session* session) {

@@ -399,11 +399,14 @@ uint32_t sampler_candidates(float* logits, uint32_t vocab, const SamplerParams& 
 }
 
 int32_t sample(float* logits, uint32_t vocab, const SamplerParams& p, const int32_t* recent,
-               size_t n_recent, Rng* rng, SamplerScratch* s) {
+               size_t n_recent, Rng* rng, SamplerScratch* s, double* p_drawn) {
   bool by_id = false;
   const uint32_t n = candidates(logits, vocab, p, recent, n_recent, s, &by_id);
   if (n == 0) return -1;
-  if (p.temperature == 0.0f) return s->idx[0];
+  if (p.temperature == 0.0f) {
+    if (p_drawn) *p_drawn = 1.0;
+    return s->idx[0];
+  }
   // Walk against u * Σp rather than u so float rounding in the (re)normalised sum cannot leave
   // u beyond the last cumulative value; the last token with p > 0 is the fallback all the same.
   const float u = rng->next_float();
@@ -419,6 +422,8 @@ int32_t sample(float* logits, uint32_t vocab, const SamplerParams& p, const int3
     last = j;
     if (target < cum) break;
   }
+  // The walk draws token `last` with probability probs[last] / total.
+  if (p_drawn) *p_drawn = static_cast<double>(probs[last]) / total;
   return by_id ? static_cast<int32_t>(last) : s->idx[last];
 }
 

@@ -135,9 +135,11 @@ void sampler_layout(Arena& a, uint32_t vocab, uint32_t penalty_window, uint32_t 
 // are used and ids outside [0, vocab) are ignored. `vocab` above s->vocab is clamped to it
 // (a caller bug; clamping keeps memory safe). Returns -1 when vocab is 0 or nothing can be
 // sampled (see "No candidates": the logits are then as they came in and `rng` is not advanced).
-// Otherwise advances `rng` by exactly one step unless temperature is 0.
+// Otherwise advances `rng` by exactly one step unless temperature is 0. `p_drawn` (optional)
+// receives the probability the returned token was drawn with: its renormalised survivor
+// probability over the sum the draw walked (1 for greedy).
 int32_t sample(float* logits, uint32_t vocab, const SamplerParams& p, const int32_t* recent,
-               size_t n_recent, Rng* rng, SamplerScratch* s);
+               size_t n_recent, Rng* rng, SamplerScratch* s, double* p_drawn = nullptr);
 
 // The same pipeline up to the draw: leaves the survivors in s->idx[0, n) / s->probs[0, n) in
 // candidate order, renormalised, and returns n: >= 1, or 0 when vocab is 0 or nothing can be

@@ -1,7 +1,9 @@
 #include "session.h"
 
+#include <math.h>
 #include <string.h>
 
+#include "logprobs.h"
 #include "platform/cpu_features.h"
 #include "platform/xnnpack_backend.h"
 #include "tokenizer.h"
@@ -24,6 +26,7 @@ constexpr uint64_t kMaxPosition = 0xfffffff0u;
 // sizes and (null) pointers are written to it then.
 void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, SessionImpl* s) {
   transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, c.n_threads, c.max_draft,
+                     c.max_logit_rows,
                      &s->tf);
   matmul_backend_layout(a, m, c.xnnpack, &s->tf.mm);
   s->batch = static_cast<int32_t*>(a.alloc_2d(1, static_cast<uint64_t>(c.max_pending) + 1,
@@ -38,6 +41,7 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   s->tok_scratch_size = tokenize_scratch_bytes(m.root->tokenizer(), c.max_text_bytes);
   s->tok_scratch = a.alloc_bytes(s->tok_scratch_size, 1, kArenaAlignment);
   spec_layout(a, c.max_draft, &s->spec);
+  s->lp_raw = a.alloc<float>(m.hp.vocab_size);
   if (c.grammar_state_bytes > 0) {
     matcher_layout(a, nullptr, c.grammar_state_bytes, &s->gstate);
     mask_scratch_layout(a, m.hp.vocab_size, c.grammar_state_bytes, c.grammar_cache_bytes,
@@ -193,12 +197,15 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   constexpr size_t kV2Size = offsetof(rlm_session_config, max_draft);
   constexpr size_t kV3Size = offsetof(rlm_session_config, grammar_state_bytes);
   constexpr size_t kV4Size = offsetof(rlm_session_config, grammar_cache_bytes);
+  constexpr size_t kV5Size = offsetof(rlm_session_config, max_logit_rows);
   RLM_CHECK(c->struct_size == sizeof(rlm_session_config) || c->struct_size == kV1Size ||
                 c->struct_size == kV2Size || c->struct_size == kV3Size ||
-                c->struct_size == kV4Size,
+                c->struct_size == kV4Size || c->struct_size == kV5Size,
             RLM_ERR_STRUCT_SIZE, err,
-            "rlm_session_config.struct_size %u, expected %zu (or an older %zu, %zu, %zu or %zu)",
-            c->struct_size, sizeof(rlm_session_config), kV4Size, kV3Size, kV2Size, kV1Size);
+            "rlm_session_config.struct_size %u, expected %zu (or an older %zu, %zu, %zu, %zu or "
+            "%zu)",
+            c->struct_size, sizeof(rlm_session_config), kV5Size, kV4Size, kV3Size, kV2Size,
+            kV1Size);
   const char* backend = c->struct_size >= offsetof(rlm_session_config, backend) + sizeof(char*)
                             ? c->backend
                             : nullptr;
@@ -230,6 +237,12 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
       c->struct_size >= offsetof(rlm_session_config, grammar_cache_bytes) + sizeof(uint32_t)
           ? c->grammar_cache_bytes
           : 0;
+  k.max_logit_rows =
+      c->struct_size >= offsetof(rlm_session_config, max_logit_rows) + sizeof(uint32_t)
+          ? c->max_logit_rows
+          : 0;
+  RLM_CHECK(k.max_logit_rows <= kMaxBatch, RLM_ERR_INVALID_ARGUMENT, err,
+            "max_logit_rows %u above %u", k.max_logit_rows, kMaxBatch);
   RLM_CHECK(k.grammar_cache_bytes <= kMaxGrammarCache, RLM_ERR_INVALID_ARGUMENT, err,
             "grammar_cache_bytes %u: at most %u", k.grammar_cache_bytes, kMaxGrammarCache);
   RLM_CHECK(k.grammar_cache_bytes == 0 || k.grammar_state_bytes > 0, RLM_ERR_INVALID_ARGUMENT, err,
@@ -429,6 +442,83 @@ Status session_eval(SessionImpl* s) {
   return run_pending(s, &n_run, &err);
 }
 
+Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* logprobs,
+                     float* logits, double* sum) {
+  ErrorSink err{s->error, sizeof s->error};
+  const uint32_t vocab = s->model->hp.vocab_size;
+  for (size_t i = 0; i < n; ++i) {
+    RLM_CHECK(tokens[i] >= 0 && static_cast<uint32_t>(tokens[i]) < vocab,
+              RLM_ERR_TOKEN_OUT_OF_RANGE, &err, "token %d at index %zu out of [0, %u)", tokens[i],
+              i, vocab);
+  }
+  RLM_CHECK(s->n_past > 0 || s->has_last || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
+            "nothing to score against: the sequence is empty (feed BOS or a prefix first)");
+  RLM_CHECK(static_cast<uint64_t>(s->n_past) + s->n_pending + (s->has_last ? 1u : 0u) + n <=
+                kMaxPosition,
+            RLM_ERR_CAPACITY, &err, "position limit reached (%u tokens)", s->n_past);
+  if (sum) *sum = 0.0;
+  if (n == 0) return RLM_OK;
+  // The raw logits of the position before tokens[0]: run what is pending, or use the raw logits
+  // already there, or (after a step's in-place sampling consumed them, or a rewind) run the last
+  // position again: its K/V slot is the newest, so writing it again changes nothing.
+  spec_end(s);
+  uint32_t n_run = 0;
+  if (s->has_last || s->n_pending > 0) {
+    RLM_RETURN_IF_ERROR(run_pending(s, &n_run, &err));
+  } else if (!s->logits_ready) {
+    const int32_t last = s->prev_token;
+    forward(&s->tf, &last, 1, static_cast<uint64_t>(s->n_past) - 1);
+    s->logits_row = 0;
+  }
+  s->logits_ready = false;  // consumed below; the last pass's row replaces them
+  double total = 0.0;
+  const float* row = session_logits(s);  // predicts tokens[0]
+  const uint32_t rows_max = s->tf.n_logit_rows < s->cfg.n_batch ? s->tf.n_logit_rows
+                                                                  : s->cfg.n_batch;
+  const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
+  for (size_t i = 0; i < n;) {
+    // Score tokens[i] against `row`, then run tokens[i, i + m) to get the rows for the next m.
+    const float lp = token_logprob(row, tokens[i], log_sum_exp(row, vocab));
+    if (logprobs) logprobs[i] = lp;
+    if (logits) memcpy(logits + i * vocab, row, row_bytes);
+    total += static_cast<double>(lp);
+    const uint32_t m = n - i < rows_max ? static_cast<uint32_t>(n - i) : rows_max;
+    forward(&s->tf, tokens + i, m, s->n_past, m);
+    s->n_past += m;
+    for (uint32_t j = 0; j < m; ++j) history_push(s, tokens[i + j]);
+    for (uint32_t j = 0; j + 1 < m; ++j) {
+      const float* r = s->tf.logits + static_cast<size_t>(j) * vocab;
+      const float lpj = token_logprob(r, tokens[i + j + 1], log_sum_exp(r, vocab));
+      if (logprobs) logprobs[i + j + 1] = lpj;
+      if (logits) memcpy(logits + (i + j + 1) * vocab, r, row_bytes);
+      total += static_cast<double>(lpj);
+    }
+    i += m;
+    // The last row predicts what follows: keep it as the session's raw logits (row 0).
+    if (m > 1) memmove(s->tf.logits, s->tf.logits + static_cast<size_t>(m - 1) * vocab, row_bytes);
+    row = s->tf.logits;
+  }
+  s->prev_token = tokens[n - 1];
+  s->logits_row = 0;
+  s->logits_ready = true;
+  s->logits_valid = true;
+  if (sum) *sum = total;
+  begin_turn(s);
+  return RLM_OK;
+}
+
+Status session_set_logprobs(SessionImpl* s, bool enable, rlm_token_logprob* top, uint32_t n_top) {
+  ErrorSink err{s->error, sizeof s->error};
+  RLM_CHECK(n_top <= kMaxTopLogprobs, RLM_ERR_INVALID_ARGUMENT, &err, "n_top %u above %u", n_top,
+            kMaxTopLogprobs);
+  RLM_CHECK(n_top == 0 || top != nullptr, RLM_ERR_INVALID_ARGUMENT, &err,
+            "n_top %u with a null array", n_top);
+  s->logprobs = enable;
+  s->lp_top = enable ? top : nullptr;
+  s->lp_n_top = enable ? n_top : 0;
+  return RLM_OK;
+}
+
 Status session_step(SessionImpl* s, rlm_step_result* r) {
   ErrorSink err{s->error, sizeof s->error};
   RLM_CHECK(!s->turn_ended || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
@@ -446,14 +536,23 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   // Sample in place on the logits, then append. With no candidates the sampler has left the
   // logits raw: the state is that of rlm_session_eval (input run, logits ready), so a step with
   // other sampling parameters samples them without running the model again.
+  // Log-probabilities are of the raw logits: keep them before the mask and the sampler's
+  // in-place stages change them (one copy and one pass, only while logprobs are on).
+  const uint32_t vocab = s->model->hp.vocab_size;
+  double lse = NAN;
+  if (s->logprobs) {
+    memcpy(s->lp_raw, session_logits(s), vocab * sizeof(float));
+    lse = log_sum_exp(s->lp_raw, vocab);
+  }
   if (s->grammar) {
     RLM_RETURN_IF_ERROR(s->grammar_status);
     // The grammar's mask goes first: bias, penalties and samplers see only what it allows.
     RLM_RETURN_IF_ERROR(grammar_mask(*s->grammar, s->gstate, &s->gmask, session_logits(s),
                                      [s](int32_t id) { return is_stop_token(s, id); }, &err));
   }
-  const int32_t token = sample(session_logits(s), s->model->hp.vocab_size, s->sp, s->history,
-                               s->n_history, &s->rng, &s->ss);
+  double p_drawn = NAN;
+  const int32_t token = sample(session_logits(s), vocab, s->sp, s->history, s->n_history, &s->rng,
+                               &s->ss, &p_drawn);
   RLM_CHECK(token >= 0, RLM_ERR_NO_CANDIDATES, &err,
             "no token can be sampled: every logit is -inf or NaN after logit bias and penalties "
             "(all tokens banned, or the model produced NaN)");
@@ -469,6 +568,16 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   r->stop = RLM_STOP_NONE;
   r->text = nullptr;
   r->text_len = 0;
+  if (r->struct_size >= sizeof(rlm_step_result)) {
+    r->logprob = NAN;
+    r->sampler_logprob = NAN;
+    r->n_top = 0;
+    if (s->logprobs) {
+      r->logprob = token_logprob(s->lp_raw, token, lse);
+      r->sampler_logprob = static_cast<float>(log(p_drawn));
+      r->n_top = top_logprobs(s->lp_raw, vocab, lse, s->lp_n_top, s->lp_top);
+    }
+  }
   const int32_t prev = s->prev_token;
   s->prev_token = token;
   bool grammar_done = false;

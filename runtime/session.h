@@ -32,6 +32,7 @@ struct SessionConfig {  // validated rlm_session_config
   uint32_t max_draft;          // speculative verification budget (0 = off)
   uint32_t grammar_state_bytes;  // per grammar state (0 = grammars off)
   uint32_t grammar_cache_bytes;  // remembered masks (0 = none)
+  uint32_t max_logit_rows;     // logits rows a scoring pass keeps (0 = as speculation needs)
   const KernelTable* kernels;  // chosen for this CPU (or forced by the caller)
   bool xnnpack;                // backend "xnnpack": f32 matrices on XNNPACK operators
 };
@@ -91,6 +92,14 @@ struct SessionImpl {
   MaskScratch gmask;
   Status grammar_status;         // of the turn's matcher_reset: not RLM_OK = the step fails
 
+  // Log-probabilities (rlm_session_set_logprobs): on/off, the caller's top-n array (borrowed),
+  // and a copy of the raw logits the step samples from, so the sampled token's raw logit
+  // survives the sampler's in-place stages.
+  bool logprobs;
+  rlm_token_logprob* lp_top;     // (lp_n_top) caller-owned, or null
+  uint32_t lp_n_top;
+  float* lp_raw;                 // (vocab) raw logits of the step's position
+
   char error[256];
 };
 
@@ -123,6 +132,11 @@ Status session_feed_tokens(SessionImpl* s, const int32_t* tokens, size_t n, bool
 // parse_special: special-token text becomes its token (kTokenizeParseSpecial).
 Status session_feed_text(SessionImpl* s, const char* text, size_t len, bool parse_special);
 Status session_eval(SessionImpl* s);
+// rlm_session_score (tokens checked here; the outputs may be null).
+Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* logprobs,
+                     float* logits, double* sum);
+// rlm_session_set_logprobs.
+Status session_set_logprobs(SessionImpl* s, bool enable, rlm_token_logprob* top, uint32_t n_top);
 Status session_step(SessionImpl* s, rlm_step_result* r);
 Status session_rewind(SessionImpl* s, uint32_t position);
 Status session_set_sampling(SessionImpl* s, const rlm_sampling* p);

@@ -207,7 +207,7 @@ void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, const floa
 
 void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
                         rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
-                        uint32_t max_draft, Transformer* t) {
+                        uint32_t max_draft, uint32_t logit_rows, Transformer* t) {
   if (n_batch < max_draft + 1) n_batch = max_draft + 1;
   t->hp = hp;
   t->n_batch = n_batch;
@@ -243,7 +243,7 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->rope_cs_local =
       static_cast<float*>(a.alloc_2d(n_batch, hp.head_dim, sizeof(float), kArenaAlignment));
   t->rope_sink = a.alloc<float>(hp.head_dim);
-  t->n_logit_rows = 1 + max_draft;
+  t->n_logit_rows = 1 + max_draft > logit_rows ? 1 + max_draft : logit_rows;
   t->logits = static_cast<float*>(
       a.alloc_2d(t->n_logit_rows, hp.vocab_size, sizeof(float), kArenaAlignment));
 }

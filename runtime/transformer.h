@@ -56,7 +56,7 @@ struct Transformer {
   float* rope_cs_local;     // (n_batch, head_dim): the same for sliding-window layers
   float* rope_sink;         // (head_dim): cos | sin at n_ctx - 1, the sinks' query position
   float* logits;            // (n_logit_rows, vocab): the last rows' logits of a pass
-  uint32_t n_logit_rows;    // 1, or 1 + max_draft for speculative verification
+  uint32_t n_logit_rows;    // max(1 + max_draft (speculative verification), logit_rows (scoring))
 };
 
 // Reserves every buffer from `a` (measure mode allowed) and fills sizes; weights are resolved
@@ -64,9 +64,10 @@ struct Transformer {
 // layer's (matmul_backend_layout / _create / _release on `mm`).
 // `max_draft` > 0 adds the speculative parts: logits of 1 + max_draft rows and the KV undo area
 // (the batch must be at least 1 + max_draft: the caller's n_batch is raised to it).
+// `logit_rows` raises the logits rows further (scoring); it does not raise the batch.
 void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
                         rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
-                        uint32_t max_draft, Transformer* t);
+                        uint32_t max_draft, uint32_t logit_rows, Transformer* t);
 
 // Resolves the weight views of a verified model (init only; never fails after model_open).
 void transformer_bind(const ModelImpl& m, Transformer* t);

@@ -171,6 +171,11 @@ typedef struct rlm_session_config {
                                  the vocabulary again (exactly the same mask). Each entry takes
                                  vocab_size / 8 + ~800 bytes (7 KiB for a 50k vocabulary); below
                                  one entry it holds none. At most 1 GiB. 1 MiB suits JSON. */
+  /* Added with scoring: a struct_size that ends before it means 0. */
+  uint32_t max_logit_rows;    /* positions one pass keeps the logits of, for rlm_session_score
+                                 (default 0 = 1, or 1 + max_draft): scoring runs its tokens in
+                                 passes of min(n_batch, this) positions. Each row costs
+                                 vocab_size * 4 bytes. At most 4096. */
 } rlm_session_config;
 
 RLM_API void rlm_session_config_default(rlm_session_config* config);
@@ -339,6 +344,15 @@ typedef struct rlm_step_result {
   size_t text_len;
   rlm_stop_reason stop;   /* != NONE: the turn ended; feed more input to continue */
   uint32_t n_evaluated;   /* tokens run through the model by this step */
+  /* Added with log-probabilities: a struct_size that ends before `logprob` (an older header's
+   * sizeof) is still accepted; those fields are then not written. Filled while
+   * rlm_session_set_logprobs has turned them on; otherwise logprob and sampler_logprob are NAN
+   * and n_top is 0. */
+  float logprob;          /* log p(token) under the model: the log-softmax of the raw logits
+                             (temperature 1; before grammar mask, bias, penalties and samplers) */
+  float sampler_logprob;  /* log of the probability the sampler drew the token with: its final
+                             distribution after every stage (0 for greedy: probability 1) */
+  uint32_t n_top;         /* alternatives written to the rlm_session_set_logprobs array */
 } rlm_step_result;
 
 RLM_API void rlm_step_result_default(rlm_step_result* result);
@@ -352,6 +366,39 @@ RLM_API void rlm_step_result_default(rlm_step_result* result);
  * rlm_session_eval, and the logits are left raw, so after rlm_session_set_sampling the next
  * rlm_step samples them without running the model again. `result` is untouched on error. */
 RLM_API rlm_status rlm_step(rlm_session* session, rlm_step_result* result);
+
+/* ---------------------------------------------------------------------------------------------
+ * Log-probabilities and scoring
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct rlm_token_logprob {
+  int32_t token;
+  float logprob;          /* log-softmax of the raw logits (temperature 1) */
+} rlm_token_logprob;
+
+/* Turns log-probabilities in rlm_step_result on (enable != 0) or off. With `n_top` > 0, every
+ * step also writes the n_top most probable tokens under the raw logits into `top` (caller-owned,
+ * n_top entries, borrowed until logprobs are set again or the session is released), most
+ * probable first, ties by lower id; rlm_step_result.n_top says how many (min(n_top, vocab)).
+ * While on, a step keeps a copy of the raw logits (in session memory) and makes one more pass
+ * over them; while off it costs nothing. RLM_ERR_INVALID_ARGUMENT for n_top > 0 with top NULL
+ * or n_top > 4096. */
+RLM_API rlm_status rlm_session_set_logprobs(rlm_session* session, int enable,
+                                            rlm_token_logprob* top, uint32_t n_top);
+
+/* Log-probabilities of `tokens` as the continuation of the sequence: logprobs[i] = log p(tokens[i]
+ * | everything before it) under the raw logits (temperature 1, no bias, penalties or grammar),
+ * computed in passes of min(n_batch, max_logit_rows) positions without sampling. The tokens are
+ * appended to the sequence as if fed and run (pending input runs first), so scoring in pieces
+ * gives the same values as scoring at once and rlm_step can continue after them; the turn
+ * restarts as after feeding. The first token is scored against the logits of the position
+ * before it: RLM_ERR_BAD_STATE when the sequence is empty (feed BOS or a prefix first).
+ * `logprobs` (n floats), `logits` (n * vocab_size floats: row i is the raw distribution tokens[i]
+ * was scored against) and `sum` (the sum of the n log-probabilities, in double) may each be NULL.
+ * RLM_ERR_TOKEN_OUT_OF_RANGE for a token outside the vocabulary (nothing runs then);
+ * RLM_ERR_CAPACITY at the position limit. */
+RLM_API rlm_status rlm_session_score(rlm_session* session, const int32_t* tokens, size_t n,
+                                     float* logprobs, float* logits, double* sum);
 
 /* Run pending tokens without sampling, leaving raw logits readable. A following rlm_step
  * samples from them without recomputing. */
