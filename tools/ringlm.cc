@@ -22,6 +22,7 @@ const Verb kVerbs[] = {
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"embed", cmd_embed, "write a model as a C source file (aligned array) to link into a program"},
     {"grammar", cmd_grammar, "check texts against a GBNF grammar / JSON Schema; print a schema's GBNF"},
+    {"perplexity", cmd_perplexity, "perplexity of a text (llama.cpp's method); KL divergence vs a base model"},
     {"bench", cmd_bench, "measure prefill / decode speed (model file or synthetic shape)"},
 };
 

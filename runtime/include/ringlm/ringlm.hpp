@@ -160,6 +160,10 @@ struct StepResult {
   std::string_view text;
   rlm_stop_reason stop = RLM_STOP_NONE;
   uint32_t n_evaluated = 0;
+  // While Session::set_logprobs is on (else NAN, NAN, 0): see rlm_step_result.
+  float logprob = 0.0f;
+  float sampler_logprob = 0.0f;
+  uint32_t n_top = 0;
 
   bool done() const noexcept { return stop != RLM_STOP_NONE; }
 };
@@ -437,7 +441,22 @@ class Session {
     out.text = std::string_view(r.text ? r.text : "", r.text_len);
     out.stop = r.stop;
     out.n_evaluated = r.n_evaluated;
+    out.logprob = r.logprob;
+    out.sampler_logprob = r.sampler_logprob;
+    out.n_top = r.n_top;
     return Result<StepResult>(out);
+  }
+
+  // Log-probabilities in every StepResult; `top` (n_top entries, borrowed while set) receives the
+  // n_top most probable tokens of each step (rlm_session_set_logprobs).
+  Status set_logprobs(bool enable, rlm_token_logprob* top = nullptr, uint32_t n_top = 0) noexcept {
+    return check(rlm_session_set_logprobs(s_, enable ? 1 : 0, top, n_top));
+  }
+  // rlm_session_score: log-probabilities of `tokens` after the sequence (appended to it). Any
+  // output may be null; `logits` takes n * vocab_size floats.
+  Status score(const int32_t* tokens, size_t n, float* logprobs, float* logits = nullptr,
+               double* sum = nullptr) noexcept {
+    return check(rlm_session_score(s_, tokens, n, logprobs, logits, sum));
   }
 
   // Feeds `prompt` and steps until a stop, calling `on_text` with each step's output. The
