@@ -451,6 +451,19 @@ rlm_status rlm_token_to_bytes(const rlm_model* model, int32_t token, char* out, 
   return n <= cap ? RLM_OK : RLM_ERR_CAPACITY;
 }
 
+rlm_status rlm_token_text_after(const rlm_model* model, int32_t prev, int32_t token, char* out,
+                                size_t cap, size_t* n_out) {
+  const ModelImpl* m = as_model(model);
+  if (!m || (!out && cap) || !n_out) return RLM_ERR_INVALID_ARGUMENT;
+  const int32_t vocab = static_cast<int32_t>(m->hp.vocab_size);
+  if (token < 0 || token >= vocab || prev < -1 || prev >= vocab) {
+    return RLM_ERR_TOKEN_OUT_OF_RANGE;
+  }
+  const size_t n = token_text(m->root->tokenizer(), prev, token, out, cap);
+  *n_out = n;
+  return n <= cap ? RLM_OK : RLM_ERR_CAPACITY;
+}
+
 rlm_status rlm_token_lookup(const rlm_model* model, const char* piece, size_t len,
                             int32_t* id) {
   const ModelImpl* m = as_model(model);

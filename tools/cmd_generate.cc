@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ const char kUsage[] =
     "      --stop STR          stop string (repeatable); never printed\n"
     "      --ignore-eos        keep generating past the model's end tokens\n"
     "      --print-ids         print generated token ids (space-separated) instead of text\n"
+    "      --logprobs N        print one JSON object per generated token instead of text:\n"
+    "                          {\"token\", \"text\" (the token's piece; bytes that are not\n"
+    "                          valid UTF-8 become U+FFFD), \"bytes\" (the piece's exact bytes),\n"
+    "                          \"logprob\" (log-softmax of the raw logits, temperature 1),\n"
+    "                          \"sampler_logprob\" (log of the probability the sampler drew it\n"
+    "                          with), \"top\": the N most probable tokens [{token, text, bytes,\n"
+    "                          logprob}]} (N = 0..4096; 0 = no alternatives)\n"
     "      --compare-plain     with --draft / --lookup: generate again without speculation\n"
     "                          (not printed) and report its decode speed, the speed-up and\n"
     "                          whether the tokens are identical\n"
@@ -65,6 +73,65 @@ bool parse_ids(const char* s, std::vector<int32_t>* out) {
   return !out->empty();
 }
 
+// A JSON number, or null for NaN / infinities (JSON has no such numbers): %.9g round-trips a
+// float.
+std::string json_number(float v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+// Appends "token":ID,"text":"...","bytes":[...] for `token` after `prev` to *out: the bytes it
+// adds to the text there, exact, and as a JSON string with invalid UTF-8 replaced by U+FFFD (a
+// JSON string must be Unicode).
+void append_token_json(const rlm_model* model, int32_t prev, int32_t token, std::string* out) {
+  char piece[256];
+  size_t n = 0;
+  if (rlm_token_text_after(model, prev, token, piece, sizeof piece, &n) != RLM_OK) n = 0;
+  *out += "\"token\":" + std::to_string(token) + ",\"text\":\"";
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(piece[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool valid = len > 0 && i + len <= n && (len == 1 || c >= 0xc2) && c <= 0xf4;
+    for (size_t k = 1; valid && k < len; ++k) {
+      valid = (static_cast<unsigned char>(piece[i + k]) & 0xc0) == 0x80;
+    }
+    if (valid && len == 3) {  // no overlongs or surrogates
+      const unsigned char d = static_cast<unsigned char>(piece[i + 1]);
+      valid = !(c == 0xe0 && d < 0xa0) && !(c == 0xed && d >= 0xa0);
+    } else if (valid && len == 4) {
+      const unsigned char d = static_cast<unsigned char>(piece[i + 1]);
+      valid = !(c == 0xf0 && d < 0x90) && !(c == 0xf4 && d >= 0x90);
+    }
+    if (!valid) {
+      *out += "\xef\xbf\xbd";  // U+FFFD
+      ++i;
+      continue;
+    }
+    if (len > 1) {
+      out->append(piece + i, len);
+    } else if (c == '"' || c == '\\') {
+      *out += '\\';
+      *out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char esc[8];
+      snprintf(esc, sizeof esc, "\\u%04x", c);
+      *out += esc;
+    } else {
+      *out += static_cast<char>(c);
+    }
+    i += len;
+  }
+  *out += "\",\"bytes\":[";
+  for (size_t k = 0; k < n; ++k) {
+    if (k) *out += ',';
+    *out += std::to_string(static_cast<unsigned char>(piece[k]));
+  }
+  *out += ']';
+}
+
 int fail(const char* what, rlm_status st, const char* msg) {
   fprintf(stderr, "ringlm generate: %s: %s%s%s\n", what, rlm_status_string(st), *msg ? ": " : "",
           msg);
@@ -84,6 +151,8 @@ int cmd_generate(int argc, char** argv) {
   SpecFlags spec;
   GrammarFlags grammar_flags;
   bool compare_plain = false;
+  bool logprobs = false;
+  uint32_t n_logprobs = 0;
   SessionFlags flags;
   rlm_sampling& sp = flags.sampling;
   rlm_session_config& cfg = flags.config;
@@ -138,6 +207,10 @@ int cmd_generate(int argc, char** argv) {
       ignore_eos = true;
     } else if (a == "--print-ids") {
       print_ids = true;
+    } else if (a == "--logprobs") {
+      if (!(v = need("--logprobs"))) return 2;
+      ok = parse_u32(v, &n_logprobs) && n_logprobs <= 4096;
+      logprobs = ok;
     } else if (a == "--compare-plain") {
       compare_plain = true;
     } else {
@@ -158,6 +231,10 @@ int cmd_generate(int argc, char** argv) {
   if (!spec_flags_check("generate", spec)) return 2;
   if (!grammar_flags_check("generate", grammar_flags)) return 2;
   grammar_flags_apply(grammar_flags, &cfg);
+  if (logprobs && print_ids) {
+    fprintf(stderr, "ringlm generate: --logprobs and --print-ids are exclusive\n");
+    return 2;
+  }
   if (compare_plain && !spec.any()) {
     fprintf(stderr, "ringlm generate: --compare-plain needs --draft or --lookup\n");
     return 2;
@@ -255,6 +332,11 @@ int cmd_generate(int argc, char** argv) {
     for (const std::string& stop : stops) {
       if (!(st = s.add_stop_string(stop))) return fail("stop string", st.code(), st.message());
     }
+    std::vector<rlm_token_logprob> top(n_logprobs);
+    if (emit && logprobs) {
+      st = s.set_logprobs(true, top.data(), n_logprobs);
+      if (!st) return fail("logprobs", st.code(), st.message());
+    }
     (void)s.set_max_tokens(n_predict);
     (void)s.set_ignore_eos(ignore_eos);
     st = have_prompt ? s.feed(prompt, feed_flags)
@@ -263,6 +345,18 @@ int cmd_generate(int argc, char** argv) {
 
     uint32_t n_gen = 0;
     bool first = true;
+    // The token before each generated one (its text can depend on it): the prompt's last.
+    int32_t prev = -1;
+    if (logprobs) {
+      std::vector<int32_t> ids = prompt_ids;
+      if (have_prompt) {
+        std::string e;
+        if (!tokenize_text(model->get(), prompt, feed_flags | RLM_TOKENIZE_ADD_BOS, &ids, &e)) {
+          ids.clear();
+        }
+      }
+      if (!ids.empty()) prev = ids.back();
+    }
     for (;;) {
       const double t0 = now_s();
       ringlm::Result<ringlm::StepResult> r = s.step();
@@ -285,7 +379,21 @@ int cmd_generate(int argc, char** argv) {
       }
       ++n_gen;
       out->tokens.push_back(r->token);
+      const int32_t prev_token = prev;
+      prev = r->token;
       if (!emit) {
+      } else if (logprobs) {
+        std::string line = "{";
+        append_token_json(model->get(), prev_token, r->token, &line);
+        line += ",\"logprob\":" + json_number(r->logprob);
+        line += ",\"sampler_logprob\":" + json_number(r->sampler_logprob) + ",\"top\":[";
+        for (uint32_t k = 0; k < r->n_top; ++k) {
+          line += k ? ",{" : "{";
+          append_token_json(model->get(), prev_token, top[k].token, &line);
+          line += ",\"logprob\":" + json_number(top[k].logprob) + "}";
+        }
+        line += "]}\n";
+        fwrite(line.data(), 1, line.size(), stdout);
       } else if (print_ids) {
         if (r->stop != RLM_STOP_END_TOKEN) printf(n_gen > 1 ? " %d" : "%d", r->token);
       } else if (!r->text.empty()) {

@@ -552,6 +552,14 @@ RLM_API rlm_status rlm_tokenize_ex(const rlm_model* model, const char* text, siz
 RLM_API rlm_status rlm_token_to_bytes(const rlm_model* model, int32_t token, char* out,
                                       size_t cap, size_t* n_out);
 
+/* The bytes `token` adds to a text when it follows `prev` (-1: at the start of a text, which is
+ * rlm_token_to_bytes): differs from the piece only where the tokenizer's rules depend on the
+ * position (SentencePiece drops the leading space of the first piece after BOS or at the start).
+ * RLM_ERR_TOKEN_OUT_OF_RANGE for either id out of range (prev may be -1); RLM_ERR_CAPACITY as
+ * rlm_token_to_bytes. */
+RLM_API rlm_status rlm_token_text_after(const rlm_model* model, int32_t prev, int32_t token,
+                                        char* out, size_t cap, size_t* n_out);
+
 /* The id of the token whose piece is exactly `piece` (e.g. "<|im_end|>"), or RLM_ERR_NOT_FOUND. */
 RLM_API rlm_status rlm_token_lookup(const rlm_model* model, const char* piece, size_t len,
                                     int32_t* id);
