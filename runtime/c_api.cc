@@ -363,6 +363,30 @@ rlm_status rlm_step(rlm_session* session, rlm_step_result* result) {
   return session_step(s, result);
 }
 
+void rlm_beam_params_default(rlm_beam_params* p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->n_beams = 4;
+  p->max_tokens = 0;
+  p->length_penalty = 1.0f;
+  p->n_best = 1;
+}
+
+void rlm_beam_result_default(rlm_beam_result* r) {
+  if (!r) return;
+  memset(r, 0, sizeof *r);
+  r->struct_size = sizeof *r;
+}
+
+rlm_status rlm_session_beam_search(rlm_session* session, const rlm_beam_params* params,
+                                   rlm_beam_result* results, uint32_t* n_out) {
+  RLM_SESSION_OR_RETURN(s, session);
+  if (!params || !results || !n_out) return RLM_ERR_INVALID_ARGUMENT;
+  if (params->struct_size != sizeof *params) return RLM_ERR_STRUCT_SIZE;
+  return session_beam_search(s, params, results, n_out);
+}
+
 rlm_status rlm_session_set_logprobs(rlm_session* session, int enable, rlm_token_logprob* top,
                                     uint32_t n_top) {
   RLM_SESSION_OR_RETURN(s, session);

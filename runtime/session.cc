@@ -25,8 +25,10 @@ constexpr uint64_t kMaxPosition = 0xfffffff0u;
 // Every buffer of a session, in one place. `s` may be a stack temporary in measure mode: only
 // sizes and (null) pointers are written to it then.
 void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, SessionImpl* s) {
-  transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype, c.n_batch, c.n_threads, c.max_draft,
-                     c.max_logit_rows,
+  // A beam step runs every beam in one pass with the logits of each.
+  transformer_layout(a, m.hp, c.n_ctx, c.n_sink, c.kv_dtype,
+                     c.n_batch > c.max_beams ? c.n_batch : c.max_beams, c.n_threads, c.max_draft,
+                     c.max_logit_rows > c.max_beams ? c.max_logit_rows : c.max_beams,
                      &s->tf);
   matmul_backend_layout(a, m, c.xnnpack, &s->tf.mm);
   s->batch = static_cast<int32_t*>(a.alloc_2d(1, static_cast<uint64_t>(c.max_pending) + 1,
@@ -42,6 +44,7 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   s->tok_scratch = a.alloc_bytes(s->tok_scratch_size, 1, kArenaAlignment);
   spec_layout(a, c.max_draft, &s->spec);
   s->lp_raw = a.alloc<float>(m.hp.vocab_size);
+  beam_layout(a, m.hp, c.kv_dtype, c.max_beams, c.max_beam_tokens, c.stop_string_bytes, &s->beam);
   if (c.grammar_state_bytes > 0) {
     matcher_layout(a, nullptr, c.grammar_state_bytes, &s->gstate);
     mask_scratch_layout(a, m.hp.vocab_size, c.grammar_state_bytes, c.grammar_cache_bytes,
@@ -198,14 +201,16 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
   constexpr size_t kV3Size = offsetof(rlm_session_config, grammar_state_bytes);
   constexpr size_t kV4Size = offsetof(rlm_session_config, grammar_cache_bytes);
   constexpr size_t kV5Size = offsetof(rlm_session_config, max_logit_rows);
+  constexpr size_t kV6Size = offsetof(rlm_session_config, max_beams);
   RLM_CHECK(c->struct_size == sizeof(rlm_session_config) || c->struct_size == kV1Size ||
                 c->struct_size == kV2Size || c->struct_size == kV3Size ||
-                c->struct_size == kV4Size || c->struct_size == kV5Size,
+                c->struct_size == kV4Size || c->struct_size == kV5Size ||
+                c->struct_size == kV6Size,
             RLM_ERR_STRUCT_SIZE, err,
-            "rlm_session_config.struct_size %u, expected %zu (or an older %zu, %zu, %zu, %zu or "
-            "%zu)",
-            c->struct_size, sizeof(rlm_session_config), kV5Size, kV4Size, kV3Size, kV2Size,
-            kV1Size);
+            "rlm_session_config.struct_size %u, expected %zu (or an older %zu, %zu, %zu, %zu, "
+            "%zu or %zu)",
+            c->struct_size, sizeof(rlm_session_config), kV6Size, kV5Size, kV4Size, kV3Size,
+            kV2Size, kV1Size);
   const char* backend = c->struct_size >= offsetof(rlm_session_config, backend) + sizeof(char*)
                             ? c->backend
                             : nullptr;
@@ -243,6 +248,16 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
           : 0;
   RLM_CHECK(k.max_logit_rows <= kMaxBatch, RLM_ERR_INVALID_ARGUMENT, err,
             "max_logit_rows %u above %u", k.max_logit_rows, kMaxBatch);
+  const bool has_beams =
+      c->struct_size >= offsetof(rlm_session_config, max_beam_tokens) + sizeof(uint32_t);
+  k.max_beams = has_beams ? c->max_beams : 0;
+  k.max_beam_tokens = has_beams ? c->max_beam_tokens : 0;
+  RLM_CHECK(k.max_beams <= kMaxBeams, RLM_ERR_INVALID_ARGUMENT, err, "max_beams %u above %u",
+            k.max_beams, kMaxBeams);
+  RLM_CHECK(k.max_beam_tokens <= kMaxBeamTokens, RLM_ERR_INVALID_ARGUMENT, err,
+            "max_beam_tokens %u above %u", k.max_beam_tokens, kMaxBeamTokens);
+  if (k.max_beams == 0) k.max_beam_tokens = 0;
+  else if (k.max_beam_tokens == 0) k.max_beam_tokens = 64;
   RLM_CHECK(k.grammar_cache_bytes <= kMaxGrammarCache, RLM_ERR_INVALID_ARGUMENT, err,
             "grammar_cache_bytes %u: at most %u", k.grammar_cache_bytes, kMaxGrammarCache);
   RLM_CHECK(k.grammar_cache_bytes == 0 || k.grammar_state_bytes > 0, RLM_ERR_INVALID_ARGUMENT, err,
@@ -442,6 +457,29 @@ Status session_eval(SessionImpl* s) {
   return run_pending(s, &n_run, &err);
 }
 
+namespace {
+
+// The raw logits of the last position of a non-empty sequence, ready in row 0 (logits_ready):
+// runs what is pending, or keeps the raw logits already there, or (after a step's in-place
+// sampling consumed them, or a rewind) runs the last position again: its K/V slot is the newest,
+// so writing it again changes nothing.
+Status prepare_raw_logits(SessionImpl* s, ErrorSink* err) {
+  spec_end(s);
+  uint32_t n_run = 0;
+  if (s->has_last || s->n_pending > 0) {
+    RLM_RETURN_IF_ERROR(run_pending(s, &n_run, err));
+  } else if (!s->logits_ready || s->logits_row != 0) {
+    const int32_t last = s->prev_token;
+    forward(&s->tf, &last, 1, static_cast<uint64_t>(s->n_past) - 1);
+    s->logits_row = 0;
+    s->logits_ready = true;
+    s->logits_valid = true;
+  }
+  return RLM_OK;
+}
+
+}  // namespace
+
 Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* logprobs,
                      float* logits, double* sum) {
   ErrorSink err{s->error, sizeof s->error};
@@ -458,18 +496,7 @@ Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* log
             RLM_ERR_CAPACITY, &err, "position limit reached (%u tokens)", s->n_past);
   if (sum) *sum = 0.0;
   if (n == 0) return RLM_OK;
-  // The raw logits of the position before tokens[0]: run what is pending, or use the raw logits
-  // already there, or (after a step's in-place sampling consumed them, or a rewind) run the last
-  // position again: its K/V slot is the newest, so writing it again changes nothing.
-  spec_end(s);
-  uint32_t n_run = 0;
-  if (s->has_last || s->n_pending > 0) {
-    RLM_RETURN_IF_ERROR(run_pending(s, &n_run, &err));
-  } else if (!s->logits_ready) {
-    const int32_t last = s->prev_token;
-    forward(&s->tf, &last, 1, static_cast<uint64_t>(s->n_past) - 1);
-    s->logits_row = 0;
-  }
+  RLM_RETURN_IF_ERROR(prepare_raw_logits(s, &err));
   s->logits_ready = false;  // consumed below; the last pass's row replaces them
   double total = 0.0;
   const float* row = session_logits(s);  // predicts tokens[0]
@@ -504,6 +531,193 @@ Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* log
   s->logits_valid = true;
   if (sum) *sum = total;
   begin_turn(s);
+  return RLM_OK;
+}
+
+Status session_beam_search(SessionImpl* s, const rlm_beam_params* p, rlm_beam_result* results,
+                           uint32_t* n_out) {
+  ErrorSink err{s->error, sizeof s->error};
+  BeamSearch& b = s->beam;
+  *n_out = 0;
+  RLM_CHECK(s->cfg.max_beams > 0, RLM_ERR_BAD_STATE, &err,
+            "the session was configured with max_beams 0 (no memory for beams)");
+  const uint32_t width = p->n_beams;
+  const uint32_t max_tokens = p->max_tokens ? p->max_tokens : b.max_len;
+  const float alpha = p->length_penalty;
+  RLM_CHECK(width >= 1 && width <= b.max_beams, RLM_ERR_INVALID_ARGUMENT, &err,
+            "n_beams %u out of [1, max_beams %u]", width, b.max_beams);
+  RLM_CHECK(max_tokens <= b.max_len, RLM_ERR_INVALID_ARGUMENT, &err,
+            "max_tokens %u above max_beam_tokens %u", max_tokens, b.max_len);
+  RLM_CHECK(p->n_best >= 1 && p->n_best <= width, RLM_ERR_INVALID_ARGUMENT, &err,
+            "n_best %u out of [1, n_beams %u]", p->n_best, width);
+  RLM_CHECK(isfinite(alpha), RLM_ERR_INVALID_ARGUMENT, &err, "length_penalty is not finite");
+  for (uint32_t i = 0; i < p->n_best; ++i) {
+    RLM_CHECK(results[i].struct_size == sizeof(rlm_beam_result), RLM_ERR_STRUCT_SIZE, &err,
+              "results[%u].struct_size %u, expected %zu", i, results[i].struct_size,
+              sizeof(rlm_beam_result));
+    RLM_CHECK(results[i].capacity == 0 || results[i].tokens != nullptr,
+              RLM_ERR_INVALID_ARGUMENT, &err, "results[%u]: capacity %u with no buffer", i,
+              results[i].capacity);
+  }
+  RLM_CHECK(s->n_past > 0 || s->has_last || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
+            "nothing to continue: the sequence is empty (feed a prompt first)");
+  const uint64_t prefix = static_cast<uint64_t>(s->n_past) + s->n_pending + (s->has_last ? 1 : 0);
+  const KvRing& kv = s->tf.kv;
+  uint32_t slots = kv.geom[kKvGlobal].n_ctx;
+  if (s->model->hp.has_local_layers && kv.geom[kKvLocal].n_ctx < slots) {
+    slots = kv.geom[kKvLocal].n_ctx;
+  }
+  RLM_CHECK(prefix + max_tokens <= slots, RLM_ERR_CAPACITY, &err,
+            "beam search needs position %llu + max_tokens %u within the ring's %u slots (no "
+            "wrap)",
+            static_cast<unsigned long long>(prefix), max_tokens, slots);
+  RLM_RETURN_IF_ERROR(prepare_raw_logits(s, &err));
+
+  const uint32_t vocab = s->model->hp.vocab_size;
+  const uint32_t P = s->n_past;
+  const bool stops = s->stops.count > 0;
+  // Step 0: one live beam (slot 0, empty) whose logits are the prefix's.
+  b.n_live = 1;
+  b.live[0] = 0;
+  b.len = 0;
+  b.sum[0] = 0.0;
+  b.n_fin = 0;
+  text_stream_reset(&b.text[0]);
+  const float* rows = session_logits(s);
+  for (;;) {
+    uint32_t n_cand = 0;
+    for (uint32_t r = 0; r < b.n_live; ++r) {
+      const float* row = rows + static_cast<size_t>(r) * vocab;
+      const double lse = log_sum_exp(row, vocab);
+      const uint32_t k = top_logprobs(row, vocab, lse, 2 * width, b.top);
+      for (uint32_t i = 0; i < k; ++i) {
+        if (!isfinite(b.top[i].logprob)) continue;
+        b.cand[n_cand++] = {b.sum[b.live[r]] + b.top[i].logprob, b.top[i].logprob,
+                            b.top[i].token, r};
+      }
+    }
+    beam_sort(b.cand, n_cand);
+    uint32_t n_next = 0;
+    for (uint32_t i = 0; i < n_cand && n_next < width; ++i) {
+      const BeamCandidate& c = b.cand[i];
+      const uint32_t ps = b.live[c.parent];
+      int32_t* seq = b.tokens + static_cast<size_t>(ps) * b.max_len;
+      rlm_stop_reason stop = RLM_STOP_NONE;
+      if (is_stop_token(s, c.token)) {
+        stop = RLM_STOP_END_TOKEN;
+      } else if (stops) {
+        const int32_t prev = b.len ? seq[b.len - 1] : s->prev_token;
+        const size_t n = token_text(s->tok, prev, c.token, s->piece, kMaxPieceBytes);
+        text_stream_copy(b.text[ps], &b.probe);
+        const char* out = nullptr;
+        size_t out_len = 0;
+        if (text_stream_push(&b.probe, s->stops, s->piece, n, &out, &out_len)) {
+          stop = RLM_STOP_STOP_STRING;
+        }
+      }
+      if (stop != RLM_STOP_NONE) {
+        // Finished: kept only when it ranks among the width best extensions. Row `len` of the
+        // parent's slot is free until the next beams are placed.
+        if (i < width) {
+          seq[b.len] = c.token;
+          beam_finish(&b, width, seq, b.len + 1, c.total, alpha, stop);
+        }
+        continue;
+      }
+      b.next_parent[n_next] = c.parent;
+      b.next_token[n_next] = c.token;
+      b.next_sum[n_next] = c.total;
+      ++n_next;
+    }
+    if (n_next == 0) break;
+    // Place the next beams (forks copy their parent first), then append each one's token.
+    beam_assign_slots(&b, n_next, s->model->hp, kv.dtype);
+    for (uint32_t j = 0; j < n_next; ++j) {
+      const uint32_t slot = b.next_slot[j];
+      int32_t* seq = b.tokens + static_cast<size_t>(slot) * b.max_len;
+      if (stops) {
+        const int32_t prev = b.len ? seq[b.len - 1] : s->prev_token;
+        const size_t n = token_text(s->tok, prev, b.next_token[j], s->piece, kMaxPieceBytes);
+        const char* out = nullptr;
+        size_t out_len = 0;
+        text_stream_push(&b.text[slot], s->stops, s->piece, n, &out, &out_len);
+      }
+      seq[b.len] = b.next_token[j];
+      b.sum[slot] = b.next_sum[j];
+      b.live[j] = slot;
+    }
+    b.n_live = n_next;
+    ++b.len;
+    if (b.len == max_tokens) {
+      for (uint32_t j = 0; j < b.n_live; ++j) {
+        const uint32_t slot = b.live[j];
+        beam_finish(&b, width, b.tokens + static_cast<size_t>(slot) * b.max_len, b.len,
+                    b.sum[slot], alpha, RLM_STOP_MAX_TOKENS);
+      }
+      break;
+    }
+    if (b.n_fin == width) {
+      // Done when the worst kept hypothesis beats the best any live beam can still reach.
+      double best = -INFINITY;
+      for (uint32_t j = 0; j < b.n_live; ++j) {
+        const double bound = beam_bound(b.sum[b.live[j]], b.len, max_tokens, alpha);
+        if (bound > best) best = bound;
+      }
+      if (b.fin_score[beam_worst(b)] >= best) break;
+    }
+    // One pass for every live beam: its newest token at position P + len - 1, row len - 1.
+    const BeamStep step{&b.kv, b.live, b.len - 1, P};
+    forward(&s->tf, b.next_token, b.n_live, static_cast<uint64_t>(P) + b.len - 1, b.n_live,
+            &step);
+    rows = s->tf.logits;
+  }
+  // The sequence is as before; the logits rows now hold the beams'.
+  s->logits_ready = false;
+  s->logits_valid = false;
+  s->logits_row = 0;
+
+  // Best first: selection by score, then the earlier kept on ties.
+  const uint32_t n = p->n_best < b.n_fin ? p->n_best : b.n_fin;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t best = i;
+    for (uint32_t j = i + 1; j < b.n_fin; ++j) {
+      if (b.fin_score[j] > b.fin_score[best]) best = j;
+    }
+    if (best != i) {
+      // Swap entries i and best (tokens via the tail rows: swap element-wise).
+      int32_t* ti = b.fin_tokens + static_cast<size_t>(i) * b.max_len;
+      int32_t* tb = b.fin_tokens + static_cast<size_t>(best) * b.max_len;
+      const uint32_t m = b.fin_len[i] > b.fin_len[best] ? b.fin_len[i] : b.fin_len[best];
+      for (uint32_t t = 0; t < m; ++t) {
+        const int32_t x = ti[t];
+        ti[t] = tb[t];
+        tb[t] = x;
+      }
+      const uint32_t l = b.fin_len[i];
+      b.fin_len[i] = b.fin_len[best];
+      b.fin_len[best] = l;
+      const double su = b.fin_sum[i];
+      b.fin_sum[i] = b.fin_sum[best];
+      b.fin_sum[best] = su;
+      const double sc = b.fin_score[i];
+      b.fin_score[i] = b.fin_score[best];
+      b.fin_score[best] = sc;
+      const rlm_stop_reason st = b.fin_stop[i];
+      b.fin_stop[i] = b.fin_stop[best];
+      b.fin_stop[best] = st;
+    }
+    rlm_beam_result& r = results[i];
+    RLM_CHECK(b.fin_len[i] <= r.capacity, RLM_ERR_INVALID_ARGUMENT, &err,
+              "results[%u]: capacity %u below the sequence's %u tokens", i, r.capacity,
+              b.fin_len[i]);
+    memcpy(r.tokens, b.fin_tokens + static_cast<size_t>(i) * b.max_len,
+           b.fin_len[i] * sizeof(int32_t));
+    r.n_tokens = b.fin_len[i];
+    r.logprob = b.fin_sum[i];
+    r.score = b.fin_score[i];
+    r.stop = b.fin_stop[i];
+    *n_out = i + 1;
+  }
   return RLM_OK;
 }
 

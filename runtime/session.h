@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "beam.h"
 #include "grammar/compiled.h"
 #include "grammar/matcher.h"
 #include "model.h"
@@ -33,6 +34,8 @@ struct SessionConfig {  // validated rlm_session_config
   uint32_t grammar_state_bytes;  // per grammar state (0 = grammars off)
   uint32_t grammar_cache_bytes;  // remembered masks (0 = none)
   uint32_t max_logit_rows;     // logits rows a scoring pass keeps (0 = as speculation needs)
+  uint32_t max_beams;          // beam search width budget (0 = off)
+  uint32_t max_beam_tokens;    // longest beam (set when max_beams > 0)
   const KernelTable* kernels;  // chosen for this CPU (or forced by the caller)
   bool xnnpack;                // backend "xnnpack": f32 matrices on XNNPACK operators
 };
@@ -100,6 +103,9 @@ struct SessionImpl {
   uint32_t lp_n_top;
   float* lp_raw;                 // (vocab) raw logits of the step's position
 
+  // Beam search (cfg.max_beams > 0).
+  BeamSearch beam;
+
   char error[256];
 };
 
@@ -135,6 +141,9 @@ Status session_eval(SessionImpl* s);
 // rlm_session_score (tokens checked here; the outputs may be null).
 Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* logprobs,
                      float* logits, double* sum);
+// rlm_session_beam_search (params and results checked by the caller's struct sizes only).
+Status session_beam_search(SessionImpl* s, const rlm_beam_params* p, rlm_beam_result* results,
+                           uint32_t* n_out);
 // rlm_session_set_logprobs.
 Status session_set_logprobs(SessionImpl* s, bool enable, rlm_token_logprob* top, uint32_t n_top);
 Status session_step(SessionImpl* s, rlm_step_result* r);

@@ -144,6 +144,14 @@ void text_stream_layout(Arena& a, uint32_t stop_byte_budget, uint32_t max_piece_
   text_stream_reset(t);
 }
 
+void text_stream_copy(const TextStream& from, TextStream* to) {
+  if (&from == to) return;
+  if (from.len) memcpy(to->buf, from.buf, from.len);
+  to->len = from.len;
+  to->released = from.released;
+  to->dec = from.dec;
+}
+
 void text_stream_reset(TextStream* t) {
   t->len = 0;
   t->released = 0;

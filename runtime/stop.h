@@ -87,6 +87,10 @@ void text_stream_layout(Arena& a, uint32_t stop_byte_budget, uint32_t max_piece_
 // Drops everything pending, including a partial UTF-8 character (new turn / rewind).
 void text_stream_reset(TextStream* t);
 
+// Makes *to the same stream as `from` (both laid out with the same budgets): the held text and
+// the decoder state. A beam that forks continues its parent's text this way.
+void text_stream_copy(const TextStream& from, TextStream* to);
+
 // Appends bytes[0, n) (n <= max_piece_bytes) and releases what is settled (see the top of this
 // file) in (*out, *out_len): a pointer into t's buffer, valid until the next call on t; never
 // null. Returns true when a stop string matched: the released text is everything before it,

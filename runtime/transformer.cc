@@ -174,6 +174,42 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   }
 }
 
+// attend_heads for a beam step: the prefix from the ring, then the beam slot's own rows; one
+// softmax over both (ring slot order is position order before a wrap, and the beam's rows follow).
+void attend_beam_heads(Transformer* t, uint32_t l, const float* q, const float* cs, float* out,
+                       uint32_t h0, uint32_t h1, uint32_t scratch, const BeamStep& b,
+                       uint32_t slot) {
+  const Hparams& hp = t->hp;
+  const KvRing& kv = t->kv;
+  const uint32_t hd = hp.head_dim;
+  const uint32_t group = hp.n_heads / hp.n_kv_heads;
+  const uint32_t own = b.row + 1;
+  const uint32_t visible = b.prefix + own;
+  float* qrot = t->qrot + static_cast<size_t>(scratch) * hd;
+  float* tmp = t->kbuf + static_cast<size_t>(scratch) * hd;
+  float* att = t->att + static_cast<size_t>(scratch) * kv.geom[kKvGlobal].n_ctx;
+  const bool f16 = kv.dtype == RLM_KV_F16;
+  const size_t elem = f16 ? 2 : 4;
+  const uint8_t* kbase = static_cast<const uint8_t*>(kv.k) + kv.layer_off[l] * elem;
+  const uint8_t* vbase = static_cast<const uint8_t*>(kv.v) + kv.layer_off[l] * elem;
+  const size_t beam_off =
+      ((static_cast<size_t>(l) * b.kv->max_beams + slot) * b.kv->max_len) * kv.kv_dim * elem;
+  const uint8_t* bk = static_cast<const uint8_t*>(b.kv->k) + beam_off;
+  const uint8_t* bv = static_cast<const uint8_t*>(b.kv->v) + beam_off;
+  for (uint32_t h = h0; h < h1; ++h) {
+    const size_t koff = static_cast<size_t>(h / group) * hd * elem;
+    rope(q + h * hd, qrot, cs, hd, hp.rope_style);
+    t->k->attn_dot(qrot, kbase + koff, kv.kv_dim, b.prefix, hd, f16, hp.attn_scale, att);
+    t->k->attn_dot(qrot, bk + koff, kv.kv_dim, own, hd, f16, hp.attn_scale, att + b.prefix);
+    if (hp.attn_softcap > 0.0f) soft_cap(att, visible, hp.attn_softcap);
+    t->k->softmax(att, visible);
+    float* o = out + h * hd;
+    t->k->attn_accum(att, vbase + koff, kv.kv_dim, b.prefix, hd, f16, o);
+    t->k->attn_accum(att + b.prefix, bv + koff, kv.kv_dim, own, hd, f16, tmp);
+    for (uint32_t i = 0; i < hd; ++i) o[i] += tmp[i];
+  }
+}
+
 struct AttendJob {
   Transformer* t;
   uint32_t l;
@@ -181,6 +217,8 @@ struct AttendJob {
   uint64_t pos;
   const float* cs;
   float* out;
+  const BeamStep* beam;  // null: a sequence position
+  uint32_t beam_slot;
 };
 
 // Part `part` of `n_parts`: whole heads, with the scratch of the thread (`slot`) running it.
@@ -188,19 +226,34 @@ void attend_job(void* ctx, uint32_t part, uint32_t n_parts, uint32_t slot) {
   const AttendJob* j = static_cast<const AttendJob*>(ctx);
   uint32_t h0, h1;
   thread_share(j->t->hp.n_heads, 1, part, n_parts, &h0, &h1);
-  attend_heads(j->t, j->l, j->q, j->pos, j->cs, j->out, h0, h1, slot);
+  if (j->beam) {
+    attend_beam_heads(j->t, j->l, j->q, j->cs, j->out, h0, h1, slot, *j->beam, j->beam_slot);
+  } else {
+    attend_heads(j->t, j->l, j->q, j->pos, j->cs, j->out, h0, h1, slot);
+  }
 }
 
 void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
-            float* out) {
-  const uint64_t work =
-      static_cast<uint64_t>(kv_visible(t->kv.geom[t->layers[l].kind], pos)) * t->hp.q_dim;
-  AttendJob job{t, l, q, pos, cs, out};
+            float* out, const BeamStep* beam = nullptr, uint32_t beam_slot = 0) {
+  const uint64_t visible =
+      beam ? beam->prefix + beam->row + 1 : kv_visible(t->kv.geom[t->layers[l].kind], pos);
+  const uint64_t work = visible * t->hp.q_dim;
+  AttendJob job{t, l, q, pos, cs, out, beam, beam_slot};
   if (t->n_threads > 1 && t->hp.n_heads > 1 && work >= kMinParallelAttention) {
     thread_pool_run(t->pool, attend_job, &job, job_parts(t->hp.n_heads, t->n_threads));
+  } else if (beam) {
+    attend_beam_heads(t, l, q, cs, out, 0, t->hp.n_heads, 0, *beam, beam_slot);
   } else {
     attend_heads(t, l, q, pos, cs, out, 0, t->hp.n_heads, 0);
   }
+}
+
+// Row `row` of beam slot `slot` in layer l.
+void* beam_row(const BeamKv& b, void* base, uint32_t l, uint32_t slot, uint32_t row,
+               uint32_t kv_dim, size_t elem) {
+  const size_t idx =
+      ((static_cast<size_t>(l) * b.max_beams + slot) * b.max_len + row) * kv_dim;
+  return static_cast<uint8_t*>(base) + idx * elem;
 }
 
 }  // namespace
@@ -248,6 +301,31 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
       a.alloc_2d(t->n_logit_rows, hp.vocab_size, sizeof(float), kArenaAlignment));
 }
 
+void beam_kv_layout(Arena& a, const Hparams& hp, rlm_kv_dtype dtype, uint32_t max_beams,
+                    uint32_t max_len, BeamKv* b) {
+  b->max_beams = max_beams;
+  b->max_len = max_len;
+  b->k = b->v = nullptr;
+  if (max_beams == 0 || max_len == 0) return;
+  const uint64_t rows = static_cast<uint64_t>(hp.n_layers) * max_beams * max_len;
+  const size_t elem = dtype == RLM_KV_F16 ? 2 : 4;
+  b->k = a.alloc_2d(rows, hp.kv_dim, elem, kArenaAlignment);
+  b->v = a.alloc_2d(rows, hp.kv_dim, elem, kArenaAlignment);
+}
+
+void beam_kv_copy(const BeamKv& b, const Hparams& hp, rlm_kv_dtype dtype, uint32_t from,
+                  uint32_t to, uint32_t n_rows) {
+  if (n_rows == 0 || from == to) return;
+  const size_t elem = dtype == RLM_KV_F16 ? 2 : 4;
+  const size_t bytes = static_cast<size_t>(n_rows) * hp.kv_dim * elem;
+  for (uint32_t l = 0; l < hp.n_layers; ++l) {
+    memcpy(beam_row(b, b.k, l, to, 0, hp.kv_dim, elem), beam_row(b, b.k, l, from, 0, hp.kv_dim, elem),
+           bytes);
+    memcpy(beam_row(b, b.v, l, to, 0, hp.kv_dim, elem), beam_row(b, b.v, l, from, 0, hp.kv_dim, elem),
+           bytes);
+  }
+}
+
 void transformer_bind(const ModelImpl& m, Transformer* t) {
   using R = fb::TensorRole;
   const Hparams& hp = t->hp;
@@ -278,7 +356,7 @@ void transformer_bind(const ModelImpl& m, Transformer* t) {
 }
 
 void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
-             uint32_t n_logits) {
+             uint32_t n_logits, const BeamStep* beam) {
   using R = MatRole;
   const Hparams& hp = t->hp;
   const KernelTable* k = t->k;
@@ -290,10 +368,11 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
   for (uint32_t i = 0; i < n; ++i) embed(t, tokens[i], t->x + static_cast<size_t>(i) * hp.dim);
   // Rotation tables of the batch's positions, shared by every layer and head.
   for (uint32_t i = 0; i < n; ++i) {
-    rope_table(t->rope_freq, hp.head_dim / 2, pos0 + i,
+    const uint64_t pos = beam ? pos0 : pos0 + i;  // a beam step's tokens share one position
+    rope_table(t->rope_freq, hp.head_dim / 2, pos,
                t->rope_cs + static_cast<size_t>(i) * hp.head_dim);
     if (hp.has_local_layers) {
-      rope_table(t->rope_freq_local, hp.head_dim / 2, pos0 + i,
+      rope_table(t->rope_freq_local, hp.head_dim / 2, pos,
                  t->rope_cs_local + static_cast<size_t>(i) * hp.head_dim);
     }
   }
@@ -320,14 +399,34 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
     // Per token in order: store its K/V, then attend, so a batch longer than the ring window
     // still sees exactly the positions a token-by-token run would.
     for (uint32_t i = 0; i < n; ++i) {
-      const uint64_t pos = pos0 + i;
-      const uint32_t slot = kv_slot(g, pos);
+      const uint64_t pos = beam ? pos0 : pos0 + i;
       const float* cs = cs_base + static_cast<size_t>(i) * hp.head_dim;
       float* kr = t->kt + static_cast<size_t>(i) * hp.kv_dim;
       for (uint32_t h = 0; h < hp.n_kv_heads; ++h) {
         rope(kr + h * hp.head_dim, t->kbuf, cs, hp.head_dim, hp.rope_style);
         memcpy(kr + h * hp.head_dim, t->kbuf, hp.head_dim * sizeof(float));
       }
+      if (beam) {
+        // The beam slot's row, in the ring's dtype (as kv_store would round it).
+        const BeamKv& b = *beam->kv;
+        const size_t elem = t->kv.dtype == RLM_KV_F16 ? 2 : 4;
+        const float* vr = t->vt + static_cast<size_t>(i) * hp.kv_dim;
+        void* kd = beam_row(b, b.k, l, beam->slot[i], beam->row, hp.kv_dim, elem);
+        void* vd = beam_row(b, b.v, l, beam->slot[i], beam->row, hp.kv_dim, elem);
+        if (elem == 4) {
+          memcpy(kd, kr, hp.kv_dim * sizeof(float));
+          memcpy(vd, vr, hp.kv_dim * sizeof(float));
+        } else {
+          for (uint32_t e = 0; e < hp.kv_dim; ++e) {
+            static_cast<uint16_t*>(kd)[e] = f32_to_fp16(kr[e]);
+            static_cast<uint16_t*>(vd)[e] = f32_to_fp16(vr[e]);
+          }
+        }
+        attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos, cs,
+               t->xb + static_cast<size_t>(i) * hp.q_dim, beam, beam->slot[i]);
+        continue;
+      }
+      const uint32_t slot = kv_slot(g, pos);
       kv_store(t->kv, t->kv.k, l, slot, kr);
       kv_store(t->kv, t->kv.v, l, slot, t->vt + static_cast<size_t>(i) * hp.kv_dim);
       if (l == 0) t->kv.tokens[kv_slot(t->kv.geom[kKvGlobal], pos)] = tokens[i];

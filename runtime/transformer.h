@@ -69,6 +69,35 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
                         rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
                         uint32_t max_draft, uint32_t logit_rows, Transformer* t);
 
+// Beam storage: the K/V rows each beam adds after the shared prefix, in the ring's dtype, at
+// ((layer * max_beams + slot) * max_len + row) * kv_dim. Rows belong to beam slots, not to beams:
+// a beam that continues its parent keeps the parent's slot, so reordering copies only the rows of
+// beams that fork (beam.h).
+struct BeamKv {
+  void* k;                  // (n_layers, max_beams, max_len, kv_dim)
+  void* v;                  // same
+  uint32_t max_beams, max_len;
+};
+
+// One beam step for forward: token i is the next token of the beam in slot slot[i]; every token
+// is at position `pos0` = prefix + row. Its K/V go to row `row` of its slot; it attends to ring
+// positions [0, prefix) (which must not have wrapped: slot == position) and its slot's rows
+// [0, row].
+struct BeamStep {
+  const BeamKv* kv;
+  const uint32_t* slot;     // (n)
+  uint32_t row;
+  uint32_t prefix;
+};
+
+// Bytes of beam storage for `max_beams` x `max_len` rows (0 when either is 0).
+void beam_kv_layout(Arena& a, const Hparams& hp, rlm_kv_dtype dtype, uint32_t max_beams,
+                    uint32_t max_len, BeamKv* b);
+
+// Copies rows [0, n_rows) of slot `from` to slot `to` in every layer (K and V).
+void beam_kv_copy(const BeamKv& b, const Hparams& hp, rlm_kv_dtype dtype, uint32_t from,
+                  uint32_t to, uint32_t n_rows);
+
 // Resolves the weight views of a verified model (init only; never fails after model_open).
 void transformer_bind(const ModelImpl& m, Transformer* t);
 
@@ -76,8 +105,10 @@ void transformer_bind(const ModelImpl& m, Transformer* t);
 // writing K/V into the ring and the logits of the last n_logits tokens (1 <= n_logits <=
 // min(n, n_logit_rows)) into t->logits, row i for token n - n_logits + i. Each row equals what a
 // one-token pass at that position computes (every kernel computes rows independently).
+// With `beam` (n_logits must then be n): a beam step (BeamStep above) instead of consecutive
+// positions; the ring is read, never written.
 void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
-             uint32_t n_logits = 1);
+             uint32_t n_logits = 1, const BeamStep* beam = nullptr);
 
 }  // namespace ringlm::internal
 

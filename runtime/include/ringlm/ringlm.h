@@ -176,6 +176,13 @@ typedef struct rlm_session_config {
                                  (default 0 = 1, or 1 + max_draft): scoring runs its tokens in
                                  passes of min(n_batch, this) positions. Each row costs
                                  vocab_size * 4 bytes. At most 4096. */
+  /* Added with beam search: a struct_size that ends before `max_beams` means 0 for both. */
+  uint32_t max_beams;         /* widest rlm_session_beam_search (default 0 = off, no memory; at
+                                 most 16). The session then keeps max_beams logits rows, a batch
+                                 of at least max_beams, and per beam max_beam_tokens K/V rows in
+                                 every layer (the prompt's entries are shared, never copied). */
+  uint32_t max_beam_tokens;   /* longest sequence a beam search generates (default 0 = 64 when
+                                 max_beams > 0; at most 4096) */
 } rlm_session_config;
 
 RLM_API void rlm_session_config_default(rlm_session_config* config);
@@ -399,6 +406,57 @@ RLM_API rlm_status rlm_session_set_logprobs(rlm_session* session, int enable,
  * RLM_ERR_CAPACITY at the position limit. */
 RLM_API rlm_status rlm_session_score(rlm_session* session, const int32_t* tokens, size_t n,
                                      float* logprobs, float* logits, double* sum);
+
+/* ---------------------------------------------------------------------------------------------
+ * Beam search
+ *
+ * Keeps the n_beams most probable sequences (by the sum of their tokens' log-probabilities under
+ * the raw logits, temperature 1) and returns the best finished ones. Each step runs every live
+ * beam's last token in one batched pass (the weights are read once for all beams); from the
+ * 2 * n_beams best tokens of each beam the n_beams best extensions by total log-probability
+ * survive. An extension ending in an end token (the model's, unless ignore_eos, or one added with
+ * rlm_session_add_stop_token) or completing a stop string finishes its sequence if it ranks
+ * among the n_beams best; a sequence reaching max_tokens finishes too. Finished sequences are
+ * ranked by score = logprob / n_tokens^length_penalty, and the search stops once it holds
+ * n_beams finished sequences whose worst score beats the best score any live beam could still
+ * reach (or when no beam is live). Width 1 with length_penalty 0 is greedy decoding, token for
+ * token. Sampling parameters, grammars and speculation do not apply.
+ *
+ * The search runs after the sequence so far (pending input is run first) and leaves the
+ * sequence as it was: feed the chosen result's tokens to continue from it. The prompt and the
+ * search must fit the ring without wrapping: position + max_tokens <= n_ctx (and the sliding
+ * window of models that have one), else RLM_ERR_CAPACITY.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct rlm_beam_params {
+  uint32_t struct_size;
+  uint32_t n_beams;        /* width, 1 .. the session's max_beams (default 4) */
+  uint32_t max_tokens;     /* tokens per sequence, 1 .. max_beam_tokens (default 0 = max_beam_tokens) */
+  float length_penalty;    /* score = logprob / n_tokens^length_penalty (default 1; 0 = the sum) */
+  uint32_t n_best;         /* results wanted, 1 .. n_beams (default 1) */
+} rlm_beam_params;
+
+RLM_API void rlm_beam_params_default(rlm_beam_params* params);
+
+typedef struct rlm_beam_result {
+  uint32_t struct_size;
+  int32_t* tokens;         /* caller's buffer of `capacity` tokens (max_tokens suffices) */
+  uint32_t capacity;
+  uint32_t n_tokens;       /* out: the sequence's length (its end token included) */
+  double logprob;          /* out: sum of its tokens' log-probabilities */
+  double score;            /* out: logprob / n_tokens^length_penalty */
+  rlm_stop_reason stop;    /* out: END_TOKEN, STOP_STRING (the tokens include the string) or MAX_TOKENS */
+} rlm_beam_result;
+
+RLM_API void rlm_beam_result_default(rlm_beam_result* result);
+
+/* Runs a beam search and writes the n_best best finished sequences, best first, into
+ * results[0, n_best) (*n_out = how many: n_best). RLM_ERR_BAD_STATE when the session has
+ * max_beams 0 or the sequence is empty; RLM_ERR_INVALID_ARGUMENT for parameters out of range or
+ * a result whose capacity is below a sequence it must hold (*n_out then says how many were
+ * written); RLM_ERR_CAPACITY when the search does not fit the ring (see above). */
+RLM_API rlm_status rlm_session_beam_search(rlm_session* session, const rlm_beam_params* params,
+                                           rlm_beam_result* results, uint32_t* n_out);
 
 /* Run pending tokens without sampling, leaving raw logits readable. A following rlm_step
  * samples from them without recomputing. */
