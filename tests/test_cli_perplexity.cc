@@ -1,4 +1,4 @@
-// `ringlm perplexity` and `ringlm generate --logprobs` (#16): the perplexity of TinyStories-656K
+// `ringlm perplexity`, `ringlm generate --logprobs` and `generate --beams` (#16): the perplexity of TinyStories-656K
 // (its f16 GGUF converted to ringlm f16) over ../shared's ppl-text.txt equals llama.cpp's figure
 // recorded beside it; the --kl-base, --ring and --stride modes agree with what they must equal on
 // a random model; bad arguments get named errors; --logprobs lines are JSON whose numbers agree
@@ -243,6 +243,47 @@ TEST_F(CliPerplexity, GenerateLogprobsPrintsJsonPerToken) {
   std::string out;
   EXPECT_EQ(run_command(base + "--logprobs 5000 2>&1", &out), 2) << out;
   EXPECT_NE(out.find("bad value '5000' for --logprobs"), std::string::npos) << out;
+}
+
+}  // namespace
+
+namespace {
+
+// generate --beams: width 1 without a length penalty prints greedy's tokens; --n-best prints
+// ranked sequences with falling scores; the flags are checked.
+TEST_F(CliPerplexity, GenerateBeams) {
+  const std::string base = ringlm_bin() + " generate -m " + model_ + " -p hello -n 16 ";
+  std::string greedy_ids, beam_ids, ranked;
+  ASSERT_EQ(run_command(base + "--temp 0 --print-ids 2>/dev/null", &greedy_ids), 0);
+  ASSERT_EQ(run_command(base + "--beams 1 --length-penalty 0 --print-ids 2>/dev/null", &beam_ids), 0);
+  EXPECT_EQ(beam_ids, greedy_ids);
+  ASSERT_EQ(run_command(base + "--beams 4 --n-best 3 2>/dev/null", &ranked), 0);
+  std::vector<double> scores;
+  std::smatch m;
+  static const std::regex re("\\[([0-9])\\] score (-?[0-9.]+) \\| logprob (-?[0-9.]+)");
+  for (auto it = std::sregex_iterator(ranked.begin(), ranked.end(), re); it != std::sregex_iterator();
+       ++it) {
+    scores.push_back(std::stod((*it)[2]));
+  }
+  ASSERT_EQ(scores.size(), 3u) << ranked;
+  EXPECT_GE(scores[0], scores[1]);
+  EXPECT_GE(scores[1], scores[2]);
+  struct Case {
+    std::string flags, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--beams 0", "bad value '0' for --beams"},
+           {"--beams 17", "bad value '17' for --beams"},
+           {"--beams 2 --n-best 3", "--n-best 3 above --beams 2"},
+           {"--length-penalty 1", "need --beams"},
+           {"--beams 2 -n 0", "--beams needs -n N"},
+           {"--beams 2 --logprobs 2", "does not combine with --logprobs"},
+           {"--beams 2 --lookup", "does not combine with --draft / --lookup"},
+       }) {
+    std::string out;
+    EXPECT_EQ(run_command(base + c.flags + " 2>&1", &out), 2) << c.flags << "\n" << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << c.flags << "\n" << out;
+  }
 }
 
 }  // namespace

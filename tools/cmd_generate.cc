@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -43,6 +44,12 @@ const char kUsage[] =
     "                          \"sampler_logprob\" (log of the probability the sampler drew it\n"
     "                          with), \"top\": the N most probable tokens [{token, text, bytes,\n"
     "                          logprob}]} (N = 0..4096; 0 = no alternatives)\n"
+    "      --beams B           beam search of width B (1..16) instead of sampling: the most\n"
+    "                          probable sequence of up to -n tokens (which must be given) by\n"
+    "                          total log-probability; sampling flags do not apply\n"
+    "      --length-penalty A  beam score = logprob / length^A (default 1; 0 = the plain sum)\n"
+    "      --n-best N          print the N best finished sequences (1..B, default 1), each after\n"
+    "                          a line with its rank, score, log-probability and stop reason\n"
     "      --compare-plain     with --draft / --lookup: generate again without speculation\n"
     "                          (not printed) and report its decode speed, the speed-up and\n"
     "                          whether the tokens are identical\n"
@@ -138,6 +145,92 @@ int fail(const char* what, rlm_status st, const char* msg) {
   return 1;
 }
 
+// The text `tokens` add after `prev`, cut before the first stop string when `stop` says one
+// ended it.
+std::string beam_text(const rlm_model* model, int32_t prev, const std::vector<int32_t>& tokens,
+                      rlm_stop_reason stop, const std::vector<std::string>& stops) {
+  std::string text;
+  char piece[256];
+  for (int32_t t : tokens) {
+    size_t n = 0;
+    if (rlm_token_text_after(model, prev, t, piece, sizeof piece, &n) == RLM_OK) text.append(piece, n);
+    prev = t;
+  }
+  if (stop == RLM_STOP_STOP_STRING) {
+    size_t cut = text.size();
+    for (const std::string& s : stops) cut = std::min(cut, text.find(s));
+    text.resize(cut);
+  }
+  return text;
+}
+
+// generate --beams: one beam search after the prompt, the n_best results printed.
+int run_beams(const rlm_model* model, rlm_session_config cfg, uint32_t beams, uint32_t n_predict,
+              float length_penalty, uint32_t n_best, const std::vector<std::string>& stops,
+              bool ignore_eos, bool have_prompt, const std::string& prompt, uint32_t feed_flags,
+              const std::vector<int32_t>& prompt_ids, bool print_ids) {
+  cfg.max_beams = beams;
+  cfg.max_beam_tokens = n_predict;
+  CliSession session;
+  if (!session.open("generate", model, cfg, nullptr)) return 1;
+  rlm_session* s = session.get();
+  for (const std::string& stop : stops) {
+    const rlm_status st = rlm_session_add_stop_string(s, stop.data(), stop.size());
+    if (st != RLM_OK) return fail("stop string", st, rlm_session_error(s));
+  }
+  rlm_session_set_ignore_eos(s, ignore_eos ? 1 : 0);
+  rlm_status st = have_prompt
+                      ? rlm_session_feed_text_ex(s, prompt.data(), prompt.size(), feed_flags)
+                      : rlm_session_feed_tokens(s, prompt_ids.data(), prompt_ids.size());
+  if (st != RLM_OK) return fail("prompt", st, rlm_session_error(s));
+  // The prompt's last token: the first generated token's text can depend on it.
+  int32_t prev = prompt_ids.empty() ? -1 : prompt_ids.back();
+  if (have_prompt) {
+    std::vector<int32_t> ids;
+    std::string e;
+    if (tokenize_text(model, prompt, feed_flags | RLM_TOKENIZE_ADD_BOS, &ids, &e) && !ids.empty()) {
+      prev = ids.back();
+    }
+  }
+  rlm_beam_params p;
+  rlm_beam_params_default(&p);
+  p.n_beams = beams;
+  p.max_tokens = n_predict;
+  p.length_penalty = length_penalty;
+  p.n_best = n_best;
+  std::vector<std::vector<int32_t>> bufs(n_best, std::vector<int32_t>(n_predict));
+  std::vector<rlm_beam_result> res(n_best);
+  for (uint32_t i = 0; i < n_best; ++i) {
+    rlm_beam_result_default(&res[i]);
+    res[i].tokens = bufs[i].data();
+    res[i].capacity = n_predict;
+  }
+  uint32_t n = 0;
+  const double t0 = now_s();
+  st = rlm_session_beam_search(s, &p, res.data(), &n);
+  const double dt = now_s() - t0;
+  if (st != RLM_OK) return fail("beam search", st, rlm_session_error(s));
+  for (uint32_t i = 0; i < n; ++i) {
+    const std::vector<int32_t> toks(res[i].tokens, res[i].tokens + res[i].n_tokens);
+    if (n_best > 1) {
+      printf("[%u] score %.6f | logprob %.6f | %u tokens | stop %s\n", i + 1, res[i].score,
+             res[i].logprob, res[i].n_tokens, stop_name(res[i].stop));
+    }
+    if (print_ids) {
+      for (size_t k = 0; k < toks.size(); ++k) printf(k ? " %d" : "%d", toks[k]);
+      printf("\n");
+    } else {
+      const std::string text = beam_text(model, prev, toks, res[i].stop, stops);
+      fwrite(text.data(), 1, text.size(), stdout);
+      if (n_best > 1) printf("\n");
+    }
+  }
+  fflush(stdout);
+  fprintf(stderr, "\n[beam search: %u beams | %u tokens best | %.3f s | session %zu bytes | stop %s]\n",
+          beams, n ? res[0].n_tokens : 0, dt, session.bytes(), n ? stop_name(res[0].stop) : "none");
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -153,6 +246,9 @@ int cmd_generate(int argc, char** argv) {
   bool compare_plain = false;
   bool logprobs = false;
   uint32_t n_logprobs = 0;
+  uint32_t beams = 0, n_best = 1;
+  float length_penalty = 1.0f;
+  bool beam_flag_given = false;
   SessionFlags flags;
   rlm_sampling& sp = flags.sampling;
   rlm_session_config& cfg = flags.config;
@@ -213,6 +309,17 @@ int cmd_generate(int argc, char** argv) {
       logprobs = ok;
     } else if (a == "--compare-plain") {
       compare_plain = true;
+    } else if (a == "--beams") {
+      if (!(v = need("--beams"))) return 2;
+      ok = parse_u32(v, &beams) && beams >= 1 && beams <= 16;
+    } else if (a == "--length-penalty") {
+      if (!(v = need("--length-penalty"))) return 2;
+      ok = parse_f32(v, &length_penalty) && std::isfinite(length_penalty);
+      beam_flag_given = true;
+    } else if (a == "--n-best") {
+      if (!(v = need("--n-best"))) return 2;
+      ok = parse_u32(v, &n_best) && n_best >= 1;
+      beam_flag_given = true;
     } else {
       fprintf(stderr, "ringlm generate: unknown option '%s'\n%s", a.c_str(), kUsage);
       return 2;
@@ -231,6 +338,31 @@ int cmd_generate(int argc, char** argv) {
   if (!spec_flags_check("generate", spec)) return 2;
   if (!grammar_flags_check("generate", grammar_flags)) return 2;
   grammar_flags_apply(grammar_flags, &cfg);
+  if (beam_flag_given && beams == 0) {
+    fprintf(stderr, "ringlm generate: --length-penalty and --n-best need --beams\n");
+    return 2;
+  }
+  if (beams > 0) {
+    const char* clash = logprobs ? "--logprobs" : compare_plain ? "--compare-plain"
+                        : spec.any() ? "--draft / --lookup" : grammar_flags.any() ? "a grammar"
+                        : nullptr;
+    if (clash) {
+      fprintf(stderr, "ringlm generate: --beams does not combine with %s\n", clash);
+      return 2;
+    }
+    if (n_predict == 0) {
+      fprintf(stderr, "ringlm generate: --beams needs -n N (the longest sequence, 1..4096)\n");
+      return 2;
+    }
+    if (n_best > beams) {
+      fprintf(stderr, "ringlm generate: --n-best %u above --beams %u\n", n_best, beams);
+      return 2;
+    }
+    if (n_predict > 4096) {
+      fprintf(stderr, "ringlm generate: -n %u above 4096 with --beams\n", n_predict);
+      return 2;
+    }
+  }
   if (logprobs && print_ids) {
     fprintf(stderr, "ringlm generate: --logprobs and --print-ids are exclusive\n");
     return 2;
@@ -409,6 +541,10 @@ int cmd_generate(int argc, char** argv) {
     return 0;
   };
 
+  if (beams > 0) {
+    return run_beams(model->get(), cfg, beams, n_predict, length_penalty, n_best, stops,
+                     ignore_eos, have_prompt, prompt, feed_flags, prompt_ids, print_ids);
+  }
   RunResult res;
   if (int rc = run(cfg, spec.any(), true, &res)) return rc;
   if (print_ids) printf("\n");
