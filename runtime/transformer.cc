@@ -362,7 +362,8 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
   const KernelTable* k = t->k;
   Matmuls* mm = &t->mm;
   // A verification pass (logits of several rows) must give every row the logits a one-token pass
-  // would: its matmuls compute rows exactly as decode does.
+  // would: its matmuls compute rows exactly as decode does. Scoring and beam steps too, so a
+  // score equals stepping token by token and a beam's log-probability equals its score.
   mm->exact_rows = n_logits > 1;
   const size_t nd = static_cast<size_t>(n) * hp.dim;
   for (uint32_t i = 0; i < n; ++i) embed(t, tokens[i], t->x + static_cast<size_t>(i) * hp.dim);

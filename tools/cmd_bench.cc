@@ -116,6 +116,12 @@ const char kUsage[] =
     "      --grammar-cache-bytes N  remembered masks (default 4 MiB, 0 = none): the replay\n"
     "                          keeps one cache across its rounds' turns like a session; the\n"
     "                          line also gives its hit rate\n"
+    "      --beams LIST        beam-search rows next to tg, widths comma-separated (1..16):\n"
+    "                          \"tgN beamB\" is a search of width B for N tokens after the start\n"
+    "                          token (end tokens ignored, so every search runs N steps), in beam\n"
+    "                          steps per second; a line per B gives the cost of one step (all B\n"
+    "                          beams in one batched pass, plus the selection) in one-token decode\n"
+    "                          steps of the tgN row\n"
     "  -h, --help              this help\n"
     "\n"
     "The table goes to stdout; progress and notes go to stderr. Exit status: 0 when every row\n"
@@ -577,6 +583,7 @@ struct BenchOptions {
   std::vector<uint32_t> threads, loads;
   std::vector<std::string> kernels, backends;
   std::vector<uint32_t> spec_lookup;  // --spec-lookup: draft lengths of the echo rows
+  std::vector<uint32_t> beams;        // --beams: beam widths of the beam rows
   GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
   rlm_kv_dtype kv = RLM_KV_F32;
 };
@@ -670,6 +677,10 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       if (!need()) return 2;
       ok = parse_u32_list(v, &o->spec_lookup);
       for (uint32_t k : o->spec_lookup) ok = ok && k >= 1 && k <= 64;
+    } else if (a == "--beams") {
+      if (!need()) return 2;
+      ok = parse_u32_list(v, &o->beams);
+      for (uint32_t b : o->beams) ok = ok && b >= 1 && b <= 16;
     } else {
       fprintf(stderr, "ringlm bench: unknown option '%s'\n\n%s", a.c_str(), kUsage);
       return 2;
@@ -823,6 +834,13 @@ int cmd_bench(int argc, char** argv) {
   rlm_sampling sp;
   rlm_sampling_default(&sp);
   sp.temperature = 0.0f;
+  uint32_t max_beams = 0;
+  for (uint32_t b : opts.beams) max_beams = std::max(max_beams, b);
+  if (max_beams && n_gen) {
+    cfg.max_beams = max_beams;
+    cfg.max_beam_tokens = n_gen;
+    cfg.n_ctx = std::max<uint32_t>(cfg.n_ctx, n_gen + 2);
+  }
   CliGrammar grammar;
   if (opts.grammar.any()) {
     if (!grammar.compile("bench", opts.grammar, &model)) return 1;
@@ -997,6 +1015,51 @@ int cmd_bench(int argc, char** argv) {
               spec_lines.push_back(line);
               if (spec != plain) ++failed_rows;
             }
+          }
+          if (n_gen && max_beams) {
+            // Each width: reps searches of n_gen tokens after the start token (run untimed
+            // first, so the search times its own steps only).
+            rlm_session_set_ignore_eos(s, 1);
+            for (uint32_t width : opts.beams) {
+              rlm_beam_params bp;
+              rlm_beam_params_default(&bp);
+              bp.n_beams = width;
+              bp.max_tokens = n_gen;
+              bp.length_penalty = 0.0f;
+              std::vector<int32_t> out(n_gen);
+              rlm_beam_result res;
+              rlm_beam_result_default(&res);
+              res.tokens = out.data();
+              res.capacity = n_gen;
+              std::vector<double> v;
+              for (uint32_t r = 0; r < reps; ++r) {
+                uint32_t n_res = 0;
+                rlm_session_reset(s);
+                st = rlm_session_feed_tokens(s, &run.first_token, 1);
+                if (st == RLM_OK) st = rlm_session_eval(s);
+                const double t0 = now_s();
+                if (st == RLM_OK) st = rlm_session_beam_search(s, &bp, &res, &n_res);
+                const double dt = now_s() - t0;
+                if (st != RLM_OK) {
+                  fprintf(stderr, "ringlm bench: beam%u: %s: %s\n", width, rlm_status_string(st),
+                          rlm_session_error(s));
+                  return 1;
+                }
+                // n_gen - 1 passes (the first token's distribution is the prompt's).
+                v.push_back((n_gen - 1) / dt);
+              }
+              const Row beam_row{nt, tg_name + " beam" + std::to_string(width), true, stats_of(v)};
+              print_row(label, size_s, params_s, backend, load_cell, beam_row);
+              ++rows_total;
+              char line[200];
+              snprintf(line, sizeof line,
+                       "beam%u (%s, %u thread%s): one step (%u beams in one pass + selection) "
+                       "costs %.2f one-token decode steps",
+                       width, backend.c_str(), nt, nt == 1 ? "" : "s", width,
+                       rr.tg_tps > 0 ? rr.tg_tps / beam_row.tps.mean : 0.0);
+              spec_lines.push_back(line);
+            }
+            rlm_session_set_ignore_eos(s, 0);
           }
           if (grammar.get() &&
               !grammar_rows(run, grammar.get(), grammar.compile_s(), grammar.bytes(), &model, cfg,
