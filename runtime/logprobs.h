@@ -24,7 +24,8 @@ float token_logprob(const float* logits, int32_t token, double lse);
 
 // Writes the k = min(n_top, n) largest logits as (token, logprob) into out, by logit descending,
 // then token id ascending (NaN never precedes a number), and returns k. One pass over the row
-// with a sorted insertion into out: O(n) when k is small.
+// with a sorted insertion into out: O(n) when k is small. With lse NaN the logprobs are NaN (a
+// ranking only).
 uint32_t top_logprobs(const float* logits, uint32_t n, double lse, uint32_t n_top,
                       rlm_token_logprob* out);
 

@@ -207,6 +207,62 @@ TEST(CppWrapper, EvalLogitsStepAndRewind) {
   EXPECT_EQ(s->position(), pos);
 }
 
+// Logprobs in StepResult, score, and beam search through the wrapper agree with each other.
+TEST(CppWrapper, LogprobsScoreAndBeams) {
+  AlignedBuffer b = random_bytes();
+  ringlm::Result<ringlm::Model> m = ringlm::Model::open(b.data(), b.size());
+  ASSERT_TRUE(m);
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+  cfg.max_beams = 2;
+  cfg.max_beam_tokens = 8;
+  cfg.max_logit_rows = 8;
+  ringlm::Result<ringlm::Session> s = ringlm::Session::allocate(*m, cfg);
+  ASSERT_TRUE(s);
+  (void)s->set_sampling(ringlm::Sampling::greedy());
+  rlm_token_logprob top[3];
+  ASSERT_TRUE(s->set_logprobs(true, top, 3));
+  ASSERT_TRUE(s->feed("xy"));
+  std::vector<int32_t> ids;
+  std::vector<float> lps;
+  for (int i = 0; i < 5; ++i) {
+    ringlm::Result<ringlm::StepResult> r = s->step();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->n_top, 3u);
+    EXPECT_EQ(top[0].token, r->token);      // greedy takes the most probable token
+    EXPECT_EQ(r->sampler_logprob, 0.0f);
+    ids.push_back(r->token);
+    lps.push_back(r->logprob);
+  }
+  // Scoring the same tokens after the same prompt gives the same log-probabilities.
+  ASSERT_TRUE(s->reset());
+  ASSERT_TRUE(s->feed("xy"));
+  std::vector<float> scored(ids.size());
+  double sum = 0;
+  ASSERT_TRUE(s->score(ids.data(), ids.size(), scored.data(), nullptr, &sum));
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_NEAR(scored[i], lps[i], 1e-5) << i;
+  // Width 1 without a length penalty: the greedy tokens.
+  ASSERT_TRUE(s->reset());
+  ASSERT_TRUE(s->feed("xy"));
+  rlm_beam_params p;
+  rlm_beam_params_default(&p);
+  p.n_beams = 1;
+  p.max_tokens = 5;
+  p.length_penalty = 0.0f;
+  int32_t out[8];
+  rlm_beam_result res;
+  rlm_beam_result_default(&res);
+  res.tokens = out;
+  res.capacity = 8;
+  uint32_t n = 0;
+  ASSERT_TRUE(s->beam_search(p, &res, &n));
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(std::vector<int32_t>(out, out + res.n_tokens), ids);
+  EXPECT_NEAR(res.logprob, sum, 1e-4);
+  p.n_beams = 3;
+  EXPECT_EQ(s->beam_search(p, &res, &n).code(), RLM_ERR_INVALID_ARGUMENT);
+}
+
 TEST(CppWrapper, SessionsMoveAndReleaseOnce) {
   AlignedBuffer b = random_bytes();
   ringlm::Result<ringlm::Model> m = ringlm::Model::open(b.data(), b.size());

@@ -225,6 +225,72 @@ bool q8_decode_rows(const QuantMat& m, uint32_t r0, uint32_t r1) {
   return true;
 }
 
+// Q8 decode of 2..4 tokens: q8_decode_rows's single sequential stream of rows, each weight load
+// shared by the tokens. Every token takes exactly q8_decode_rows's operations in its order (the
+// same offset corrections, scales, one fma chain per token, hsum512), so each output equals a
+// one-token call's bit for bit (and the tiles', kMatmulExactRows): only the weight traffic is
+// shared. Measured on the SmolLM2-135M shape q8, one thread (AMD EPYC, `bench -p 4 -b 4`): see
+// README (Beam search). The offset corrections of every token and pair live on the stack:
+// pairs * tokens <= kMaxDecodeTokenPairs (32 KiB); wider rows take the tiles.
+constexpr uint32_t kMaxDecodeTokenPairs = 512;
+
+template <int T>
+bool q8_decode_tokens(const QuantMat& m, uint32_t r0, uint32_t r1) {
+  const uint32_t groups = m.groups;
+  const uint32_t pairs = (groups + 1) / 2;
+  if (pairs * T > kMaxDecodeTokenPairs) return false;
+  __m512i negc[kMaxDecodeTokenPairs];
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  const size_t xs_stride = m.x_stride / kQuantGroup;
+  for (int j = 0; j < T; ++j) {
+    for (uint32_t k = 0; k < pairs; ++k) {
+      const int8_t* xp = m.X + j * m.x_stride + static_cast<size_t>(k) * 64;
+      const __m512i xv = 2 * k + 1 == groups ? _mm512_maskz_loadu_epi8(0xffffffffull, xp)
+                                             : _mm512_loadu_si512(xp);
+      negc[j * pairs + k] = _mm512_sub_epi32(
+          _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xv));
+    }
+  }
+  for (uint32_t r = r0; r < r1; ++r) {
+    const uint8_t* row = m.W + static_cast<size_t>(r) * m.w_row_bytes;
+    const uint16_t* ws_row = m.WS + static_cast<size_t>(r) * groups;
+    __m512 acc[T];
+    for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_ps();
+    for (uint32_t gb = 0; gb < groups; gb += 8) {
+      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
+      const __mmask8 bm = static_cast<__mmask8>((1u << nb) - 1);
+      const __m128i h = nb == 8 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(ws_row + gb))
+                                : _mm_maskz_loadu_epi16(bm, ws_row + gb);
+      const __m256 wsf = _mm256_cvtph_ps(h);
+      __m512 sc[T];
+      for (int j = 0; j < T; ++j) {
+        const float* xsj = m.XS + j * xs_stride + gb;
+        const __m256 xs = nb == 8 ? _mm256_loadu_ps(xsj) : _mm256_maskz_loadu_ps(bm, xsj);
+        sc[j] = _mm512_castps256_ps512(_mm256_mul_ps(wsf, xs));
+      }
+      for (uint32_t k = 0; 2 * k < nb; ++k) {
+        const size_t g = gb + 2 * k;
+        const uint8_t* p = row + g * 32;
+        prefetch(p + kPrefetchBytes);
+        const bool half = 2 * k + 1 == nb;
+        const __m512i wv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, p) : _mm512_loadu_si512(p);
+        const __m512i u = _mm512_xor_si512(wv, offset);
+        const __m512i idx = pair_index(k);
+        for (int j = 0; j < T; ++j) {
+          const int8_t* xp = m.X + j * m.x_stride + g * 32;
+          const __m512i xv =
+              half ? _mm512_maskz_loadu_epi8(0xffffffffull, xp) : _mm512_loadu_si512(xp);
+          const __m512i d = _mm512_dpbusd_epi32(negc[j * pairs + g / 2], u, xv);
+          const __m512 s = _mm512_permutexvar_ps(idx, sc[j]);
+          acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc[j]);
+        }
+      }
+    }
+    for (int j = 0; j < T; ++j) m.Y[j * m.y_stride + r] = hsum512(acc[j]);
+  }
+  return true;
+}
+
 // ---- Q8, the grouped walk: one int32 lane per group --------------------------------------------
 // The tiles above convert, scale and accumulate every 64-byte step of every (row, token) pair:
 // four vector ops per 64 multiply-adds, which bounds a many-token call (a speculative verification
@@ -494,6 +560,10 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
   if (!(n & kMatmulExactRows) && n >= kGroupedMinTokens && q8_grouped(w, x, n, y, r0, r1)) return;
   const VnniQ8 m = quant_mat<VnniQ8>(w, x, y);
   if (n == 1 && q8_decode_rows(m, r0, r1)) return;
+  const uint32_t tokens = n & ~kMatmulExactRows;
+  if (tokens == 2 && q8_decode_tokens<2>(m, r0, r1)) return;
+  if (tokens == 3 && q8_decode_tokens<3>(m, r0, r1)) return;
+  if (tokens == 4 && q8_decode_tokens<4>(m, r0, r1)) return;
   drive<4, 4, 4>(m, n, r0, r1);
 }
 

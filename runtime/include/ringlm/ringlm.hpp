@@ -452,6 +452,12 @@ class Session {
   Status set_logprobs(bool enable, rlm_token_logprob* top = nullptr, uint32_t n_top = 0) noexcept {
     return check(rlm_session_set_logprobs(s_, enable ? 1 : 0, top, n_top));
   }
+  // rlm_session_beam_search: the params.n_best best sequences into results[0, *n_out) (the
+  // caller's buffers; the session's config needs max_beams > 0).
+  Status beam_search(const rlm_beam_params& params, rlm_beam_result* results,
+                     uint32_t* n_out) noexcept {
+    return check(rlm_session_beam_search(s_, &params, results, n_out));
+  }
   // rlm_session_score: log-probabilities of `tokens` after the sequence (appended to it). Any
   // output may be null; `logits` takes n * vocab_size floats.
   Status score(const int32_t* tokens, size_t n, float* logprobs, float* logits = nullptr,
