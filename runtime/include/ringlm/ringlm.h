@@ -352,7 +352,7 @@ typedef struct rlm_step_result {
   rlm_stop_reason stop;   /* != NONE: the turn ended; feed more input to continue */
   uint32_t n_evaluated;   /* tokens run through the model by this step */
   /* Added with log-probabilities: a struct_size that ends before `logprob` (an older header's
-   * sizeof) is still accepted; those fields are then not written. Filled while
+   * sizeof) is still accepted; those fields (and the top-n array) are then not written. Filled while
    * rlm_session_set_logprobs has turned them on; otherwise logprob and sampler_logprob are NAN
    * and n_top is 0. */
   float logprob;          /* log p(token) under the model: the log-softmax of the raw logits
