@@ -2,8 +2,8 @@
 //
 // The input picks a model (f32 tied / q8 untied / q4, 2 layers), a session config (valid or not)
 // and then a program of calls: feed_text, feed_tokens, step, eval, rewind, reset, set_sampling,
-// stop strings / tokens, max tokens, ignore-eos, logits, tokenize, token_to_bytes, with random
-// (often invalid) arguments. Properties:
+// stop strings / tokens, max tokens, ignore-eos, logits, tokenize, token_to_bytes, score,
+// set_logprobs, beam search, with random (often invalid) arguments. Properties:
 //  - every call returns a named status; a failed call leaves position and logits as they were;
 //  - a step's token is in range, its position is the session's, its text is valid UTF-8 and
 //    holds no complete stop string;
@@ -71,6 +71,9 @@ struct Run {
   std::vector<std::string> stops;  // stop strings the session holds
   std::string turn_text;           // text released in the current turn
   bool logits_defined = false;     // a position has run since init / reset / rewind
+  bool logprobs_on = false;        // rlm_session_set_logprobs enabled them
+  uint32_t n_top = 0;              // alternatives asked for
+  std::vector<rlm_token_logprob> top = std::vector<rlm_token_logprob>(8);  // the session's array
 
   void rec(const void* p, size_t n) { transcript.append(static_cast<const char*>(p), n); }
   void rec_status(rlm_status st) {
@@ -189,6 +192,19 @@ void execute(Run& r, const Model& md, uint32_t opcode, Reader in) {
         r.rec(&res.stop, sizeof res.stop);
         r.rec(&res.n_evaluated, 4);
         r.rec(text.data(), text.size());
+        // Log-probabilities (NaN while off): recorded for the differential check; on, they are
+        // log-probabilities and the alternatives come sorted.
+        r.rec(&res.logprob, 4);
+        r.rec(&res.sampler_logprob, 4);
+        r.rec(&res.n_top, 4);
+        FUZZ_CHECK(res.n_top <= r.n_top, "n_top %u above the %u asked for", res.n_top, r.n_top);
+        if (r.logprobs_on) {
+          FUZZ_CHECK(!(res.logprob > 1e-5f), "logprob %g > 0", res.logprob);
+          for (uint32_t t = 1; t < res.n_top; ++t) {
+            FUZZ_CHECK(!(r.top[t].logprob > r.top[t - 1].logprob), "top-n not sorted");
+          }
+          r.rec(r.top.data(), res.n_top * sizeof(rlm_token_logprob));
+        }
         if (res.stop != RLM_STOP_NONE) {
           // The turn ended: stepping again without input is a state error.
           rlm_step_result again;
@@ -365,6 +381,99 @@ void execute(Run& r, const Model& md, uint32_t opcode, Reader in) {
       }
       break;
     }
+    case 16: {  // score up to 12 tokens (some out of range), outputs optional
+      const uint8_t mode = in.u8();
+      const uint32_t n = in.range(0, 12);
+      std::vector<int32_t> t(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint8_t kind = in.u8();
+        t[i] = kind < 250 ? static_cast<int32_t>(in.u16() % vocab)
+                          : kind < 253 ? static_cast<int32_t>(vocab) : -1;
+      }
+      std::vector<float> lp(n, 7.0f), lg(static_cast<size_t>(n) * vocab, 7.0f);
+      double sum = 7.0;
+      st = rlm_session_score(s, n ? t.data() : nullptr, n, (mode & 1) ? lp.data() : nullptr,
+                             (mode & 2) ? lg.data() : nullptr, (mode & 4) ? &sum : nullptr);
+      if (st == RLM_OK) {
+        double total = 0;
+        for (uint32_t i = 0; i < n && (mode & 1); ++i) {
+          FUZZ_CHECK(!(lp[i] > 1e-5f), "score logprob %g > 0", lp[i]);
+          total += lp[i];
+        }
+        if ((mode & 5) == 5) FUZZ_CHECK(fabs(total - sum) <= 1e-3 * (1 + fabs(sum)), "score sum");
+        r.rec(lp.data(), lp.size() * 4);
+        r.rec(&sum, 8);
+        if (mode & 2) r.rec(lg.data(), lg.size() * 4);
+        r.turn_text.clear();
+      } else {
+        check_unchanged = true;  // every refusal comes before anything runs
+      }
+      if (st == RLM_OK && n > 0) r.logits_defined = true;
+      break;
+    }
+    case 17: {  // set_logprobs: on/off, 0..8 alternatives, sometimes a null array or too many
+      const uint8_t mode = in.u8();
+      const uint32_t n_top = in.range(0, 8);
+      const bool enable = mode & 1;
+      if (mode % 16 == 2) {
+        st = rlm_session_set_logprobs(s, 1, nullptr, n_top + 1);
+        FUZZ_CHECK(st == RLM_ERR_INVALID_ARGUMENT, "set_logprobs(null array)");
+      } else if (mode % 16 == 4) {
+        st = rlm_session_set_logprobs(s, 1, r.top.data(), 5000);
+        FUZZ_CHECK(st == RLM_ERR_INVALID_ARGUMENT, "set_logprobs(5000)");
+      } else {
+        st = rlm_session_set_logprobs(s, enable, r.top.data(), n_top);
+        FUZZ_CHECK(st == RLM_OK, "set_logprobs");
+        r.logprobs_on = enable;
+        r.n_top = enable ? n_top : 0;
+      }
+      break;
+    }
+    case 18: {  // beam search with random (often invalid) parameters and result buffers
+      rlm_beam_params p;
+      rlm_beam_params_default(&p);
+      p.n_beams = in.range(0, 4);
+      p.max_tokens = in.range(0, 12);
+      p.n_best = in.range(0, 3);
+      const uint8_t a = in.u8();
+      p.length_penalty = a % 8 == 0 ? NAN : static_cast<float>(a % 5) * 0.5f - 0.5f;
+      rlm_beam_result res[3];
+      int32_t bufs[3][12];
+      for (int i = 0; i < 3; ++i) {
+        rlm_beam_result_default(&res[i]);
+        res[i].capacity = in.range(0, 12);
+        res[i].tokens = res[i].capacity ? bufs[i] : nullptr;
+      }
+      uint32_t n = 99;
+      st = rlm_session_beam_search(s, &p, res, &n);
+      FUZZ_CHECK(st == RLM_OK || n <= p.n_best, "n_out %u", n);
+      if (st == RLM_OK) {
+        const uint32_t max_tokens = p.max_tokens;
+        FUZZ_CHECK(n >= 1 && n <= p.n_best, "beam results %u of %u", n, p.n_best);
+        for (uint32_t i = 0; i < n; ++i) {
+          FUZZ_CHECK(res[i].n_tokens >= 1 && res[i].n_tokens <= res[i].capacity &&
+                         (max_tokens == 0 || res[i].n_tokens <= max_tokens),
+                     "beam result length %u", res[i].n_tokens);
+          for (uint32_t k = 0; k < res[i].n_tokens; ++k) {
+            FUZZ_CHECK(res[i].tokens[k] >= 0 && static_cast<uint32_t>(res[i].tokens[k]) < vocab,
+                       "beam token");
+          }
+          FUZZ_CHECK(res[i].stop >= RLM_STOP_END_TOKEN && res[i].stop <= RLM_STOP_MAX_TOKENS,
+                     "beam stop %d", res[i].stop);
+          FUZZ_CHECK(!(res[i].logprob > 1e-4), "beam logprob %g", res[i].logprob);
+          FUZZ_CHECK(i == 0 || !(res[i].score > res[i - 1].score), "beam results not sorted");
+          r.rec(res[i].tokens, res[i].n_tokens * 4);
+          r.rec(&res[i].logprob, 8);
+          r.rec(&res[i].stop, sizeof res[i].stop);
+        }
+      }
+      r.rec(&n, 4);
+      // A search (and a failure after it ran) leaves no logits.
+      const float* l = nullptr;
+      size_t nl = 0;
+      r.logits_defined = rlm_session_logits(s, &l, &nl) == RLM_OK;
+      break;
+    }
     default:
       return;
   }
@@ -408,6 +517,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.penalty_window = in.range(0, 40);
   cfg.max_logit_bias = in.range(0, 5);
   cfg.kernels = (cmode & 0x10) ? "ref" : nullptr;
+  // Scoring rows and beams from bytes read above (the input layout stays 11 config bytes).
+  cfg.max_logit_rows = cfg.max_pending % 5;
+  cfg.max_beams = cfg.max_stop_tokens;
+  cfg.max_beam_tokens = cfg.penalty_window % 13;
   if ((cmode & 0xE0) == 0xE0) {
     // Hostile config: any values; init must refuse it cleanly or work.
     cfg.n_ctx = in.u32();
@@ -446,7 +559,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // The program, run on both sessions op by op.
   for (int op = 0; op < 64 && !in.empty(); ++op) {
-    const uint32_t opcode = in.u8() % 16;
+    const uint32_t opcode = in.u8() % 19;
     // Arguments: the next 96 bytes (at most), consumed identically by both runs.
     const size_t take = in.remaining() < 96 ? in.remaining() : 96;
     const std::string arg_bytes = [&] {
