@@ -630,6 +630,23 @@ void speculative_seeds() {
   }
 }
 
+// fuzz_snapshot input: [mode][n_ctx][kv][steps][seed][offset u16] then the mode's bytes.
+void snapshot_seeds() {
+  for (int mode = 0; mode < 4; ++mode) {
+    for (int wrap = 0; wrap < 2; ++wrap) {
+      std::string s;
+      for (uint8_t b : {static_cast<uint8_t>(mode), static_cast<uint8_t>(wrap ? 0 : 30),
+                        static_cast<uint8_t>(wrap), static_cast<uint8_t>(wrap ? 50 : 12),
+                        static_cast<uint8_t>(3 + mode), uint8_t{40}, uint8_t{0}})
+        s += static_cast<char>(b);
+      // flips / a length / bytes to write / nothing
+      const char tail[] = {3, 17, 0, 0, 0, 5, 99, 1, 0, 0, 77, 2, 0, 0, 0, 3, 'x', 'y'};
+      s.append(tail, sizeof tail);
+      seed("snapshot", "mode" + std::to_string(mode) + (wrap ? "-wrapped" : ""), s);
+    }
+  }
+}
+
 }  // namespace
 
 // fuzz_gbnf input: [budget][split] grammar 0xFF text.
@@ -716,6 +733,7 @@ int main(int argc, char** argv) {
   grammar_mask_seeds();
   session_seeds();
   speculative_seeds();
+  snapshot_seeds();
   fprintf(stderr, "make_seeds: %d seeds in %s (shared data: %s)\n", g_count, g_out.c_str(),
           shared.empty() ? "absent" : shared.c_str());
   return 0;

@@ -7,6 +7,7 @@
 #include "grammar/compiled.h"
 #include "grammar/json_schema.h"
 #include "session.h"
+#include "snapshot.h"
 #include "tokenizer.h"
 
 using namespace ringlm::internal;
@@ -66,8 +67,13 @@ void rlm_model_info_default(rlm_model_info* info) {
 rlm_status rlm_model_get_info(const rlm_model* model, rlm_model_info* info) {
   const ModelImpl* m = as_model(model);
   if (!m || !info) return RLM_ERR_INVALID_ARGUMENT;
-  if (info->struct_size != sizeof *info) return RLM_ERR_STRUCT_SIZE;
+  const bool v2 = info->struct_size == sizeof *info;
+  if (!v2 && info->struct_size != offsetof(rlm_model_info, add_bos)) return RLM_ERR_STRUCT_SIZE;
   const Hparams& h = m->hp;
+  if (v2) {
+    const fb::Tokenizer* tok = m->root->tokenizer();
+    info->add_bos = tok->add_bos() && tok->bos_id() >= 0 ? 1 : 0;
+  }
   info->n_layers = h.n_layers;
   info->dim = h.dim;
   info->n_heads = h.n_heads;
@@ -361,6 +367,42 @@ rlm_status rlm_step(rlm_session* session, rlm_step_result* result) {
     return RLM_ERR_STRUCT_SIZE;
   }
   return session_step(s, result);
+}
+
+rlm_status rlm_session_snapshot_bytes(const rlm_session* session, size_t* bytes) {
+  RLM_CONST_SESSION_OR_RETURN(s, session);
+  if (!bytes) return RLM_ERR_INVALID_ARGUMENT;
+  *bytes = snapshot_bytes(s);
+  return RLM_OK;
+}
+
+rlm_status rlm_session_save(rlm_session* session, void* out, size_t cap, size_t* n_out) {
+  RLM_SESSION_OR_RETURN(s, session);
+  if (!n_out || (!out && cap)) return RLM_ERR_INVALID_ARGUMENT;
+  return snapshot_save(s, out, cap, n_out);
+}
+
+rlm_status rlm_session_restore(rlm_session* session, const void* in, size_t n) {
+  RLM_SESSION_OR_RETURN(s, session);
+  if (!in && n) return RLM_ERR_INVALID_ARGUMENT;
+  return snapshot_restore(s, in, n);
+}
+
+rlm_status rlm_session_fork(rlm_session* src, void* memory, size_t size, rlm_session** fork) {
+  RLM_SESSION_OR_RETURN(s, src);
+  if (!memory || !fork) return RLM_ERR_INVALID_ARGUMENT;
+  *fork = nullptr;
+  if (reinterpret_cast<uintptr_t>(memory) % kArenaAlignment != 0) return RLM_ERR_MISALIGNED;
+  const size_t need = session_bytes(*s->model, s->cfg);
+  if (size < need) return RLM_ERR_BUFFER_TOO_SMALL;
+  // The fork's block must not overlap src's (nor hold another live session).
+  const uintptr_t a = reinterpret_cast<uintptr_t>(memory), b = reinterpret_cast<uintptr_t>(s);
+  if ((a < b + need && b < a + need) || session_is_live(memory)) return RLM_ERR_BAD_STATE;
+  SessionImpl* d = nullptr;
+  RLM_RETURN_IF_ERROR(session_create(*s->model, s->cfg, memory, size, &d));
+  session_copy_state(s, d);
+  *fork = reinterpret_cast<rlm_session*>(d);
+  return RLM_OK;
 }
 
 void rlm_beam_params_default(rlm_beam_params* p) {

@@ -480,6 +480,10 @@ Status prepare_raw_logits(SessionImpl* s, ErrorSink* err) {
 
 }  // namespace
 
+void session_end_pass(SessionImpl* s) { spec_end(s); }
+
+void session_forget_draft(SessionImpl* s) { spec_forget_from(&s->spec, 0); }
+
 Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* logprobs,
                      float* logits, double* sum) {
   ErrorSink err{s->error, sizeof s->error};

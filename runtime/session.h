@@ -141,6 +141,10 @@ Status session_eval(SessionImpl* s);
 // rlm_session_score (tokens checked here; the outputs may be null).
 Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* logprobs,
                      float* logits, double* sum);
+// Ends a speculative pass being consumed (draft positions dropped, overwritten slots restored).
+void session_end_pass(SessionImpl* s);
+// The draft model no longer holds any of the target's positions (their content changed).
+void session_forget_draft(SessionImpl* s);
 // rlm_session_beam_search (params and results checked by the caller's struct sizes only).
 Status session_beam_search(SessionImpl* s, const rlm_beam_params* p, rlm_beam_result* results,
                            uint32_t* n_out);

@@ -61,6 +61,8 @@ extern "C" const char* rlm_status_string(rlm_status status) {
     RLM_CASE(RLM_ERR_INTERNAL)
     RLM_CASE(RLM_ERR_NO_CANDIDATES)
     RLM_CASE(RLM_ERR_GRAMMAR)
+    RLM_CASE(RLM_ERR_SNAPSHOT_CORRUPT)
+    RLM_CASE(RLM_ERR_SNAPSHOT_MISMATCH)
 #undef RLM_CASE
   }
   return "RLM_ERR_UNKNOWN";

@@ -69,6 +69,8 @@ size_t utf8_feed(Utf8Decoder* d, uint8_t b, uint8_t* out, bool* invalid) {
   return n;
 }
 
+}  // namespace
+
 bool utf8_valid(const char* text, size_t len) {
   Utf8Decoder d{};
   bool invalid = false;
@@ -78,6 +80,8 @@ bool utf8_valid(const char* text, size_t len) {
   }
   return !invalid && d.have == 0;
 }
+
+namespace {
 
 // Moves the held text to the front, dropping what the previous call returned.
 void compact(TextStream* t) {

@@ -87,6 +87,9 @@ void text_stream_layout(Arena& a, uint32_t stop_byte_budget, uint32_t max_piece_
 // Drops everything pending, including a partial UTF-8 character (new turn / rewind).
 void text_stream_reset(TextStream* t);
 
+// Whether text[0, len) is well-formed UTF-8 (complete sequences only).
+bool utf8_valid(const char* text, size_t len);
+
 // Makes *to the same stream as `from` (both laid out with the same budgets): the held text and
 // the decoder state. A beam that forks continues its parent's text this way.
 void text_stream_copy(const TextStream& from, TextStream* to);

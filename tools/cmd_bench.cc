@@ -116,6 +116,10 @@ const char kUsage[] =
     "      --grammar-cache-bytes N  remembered masks (default 4 MiB, 0 = none): the replay\n"
     "                          keeps one cache across its rounds' turns like a session; the\n"
     "                          line also gives its hit rate\n"
+    "      --snapshot          after ppN: save the prefilled session (rlm_session_save) and\n"
+    "                          restore it (rlm_session_restore), timed over the repetitions; a\n"
+    "                          line gives the snapshot size, save and restore times and restore\n"
+    "                          against the prefill it replaces\n"
     "      --beams LIST        beam-search rows next to tg, widths comma-separated (1..16):\n"
     "                          \"tgN beamB\" is a search of width B for N tokens after the start\n"
     "                          token (end tokens ignored, so every search runs N steps), in beam\n"
@@ -584,6 +588,7 @@ struct BenchOptions {
   std::vector<std::string> kernels, backends;
   std::vector<uint32_t> spec_lookup;  // --spec-lookup: draft lengths of the echo rows
   std::vector<uint32_t> beams;        // --beams: beam widths of the beam rows
+  bool snapshot = false;              // --snapshot: restore of the ppN prefix against its prefill
   GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
   rlm_kv_dtype kv = RLM_KV_F32;
 };
@@ -677,6 +682,8 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       if (!need()) return 2;
       ok = parse_u32_list(v, &o->spec_lookup);
       for (uint32_t k : o->spec_lookup) ok = ok && k >= 1 && k <= 64;
+    } else if (a == "--snapshot") {
+      o->snapshot = true;
     } else if (a == "--beams") {
       if (!need()) return 2;
       ok = parse_u32_list(v, &o->beams);
@@ -1015,6 +1022,44 @@ int cmd_bench(int argc, char** argv) {
               spec_lines.push_back(line);
               if (spec != plain) ++failed_rows;
             }
+          }
+          if (n_prompt && opts.snapshot) {
+            // The ppN state: prefill (timed by the pp row above), then save and restore.
+            std::vector<double> save_s, restore_s;
+            std::vector<uint8_t> snap;
+            for (uint32_t r = 0; r < reps; ++r) {
+              if (!run.pp(n_prompt, &secs)) {
+                fprintf(stderr, "ringlm bench: snapshot: %s\n", run.error.c_str());
+                return 1;
+              }
+              size_t need = 0, n = 0;
+              rlm_session_snapshot_bytes(s, &need);
+              snap.resize(need);
+              double t0 = now_s();
+              st = rlm_session_save(s, snap.data(), snap.size(), &n);
+              save_s.push_back(now_s() - t0);
+              rlm_session_reset(s);
+              t0 = now_s();
+              if (st == RLM_OK) st = rlm_session_restore(s, snap.data(), n);
+              restore_s.push_back(now_s() - t0);
+              if (st != RLM_OK || rlm_session_position(s) != n_prompt) {
+                fprintf(stderr, "ringlm bench: snapshot: %s: %s\n", rlm_status_string(st),
+                        rlm_session_error(s));
+                return 1;
+              }
+            }
+            std::sort(save_s.begin(), save_s.end());
+            std::sort(restore_s.begin(), restore_s.end());
+            const double prefill = rr.pp_tps > 0 ? n_prompt / rr.pp_tps : 0.0;
+            const double restore = restore_s[restore_s.size() / 2];
+            char line[256];
+            snprintf(line, sizeof line,
+                     "snapshot of pp%u (%s, %u thread%s): %zu bytes, save %.2f ms, restore %.2f "
+                     "ms (median) against prefill %.1f ms: %.0fx faster",
+                     n_prompt, backend.c_str(), nt, nt == 1 ? "" : "s", snap.size(),
+                     1e3 * save_s[save_s.size() / 2], 1e3 * restore, 1e3 * prefill,
+                     restore > 0 ? prefill / restore : 0.0);
+            spec_lines.push_back(line);
           }
           if (n_gen && max_beams) {
             // Each width: reps searches of n_gen tokens after the start token (run untimed

@@ -14,6 +14,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "mapped_file.h"
+#include "prompt_cache.h"
 #include "ringlm/ringlm.h"
 #include "grammar_flags.h"
 #include "speculation_flags.h"
@@ -50,6 +51,10 @@ const char kUsage[] =
     "      --length-penalty A  beam score = logprob / length^A (default 1; 0 = the plain sum)\n"
     "      --n-best N          print the N best finished sequences (1..B, default 1), each after\n"
     "                          a line with its rank, score, log-probability and stop reason\n"
+    "      --prompt-cache FILE restore the prefilled prompt from FILE when the tokens it holds\n"
+    "                          begin this prompt (then only the rest runs); after prefill, save\n"
+    "                          the session there (rlm_session_save) when it ran new tokens. A\n"
+    "                          cache of another model or config is reported and ignored\n"
     "      --compare-plain     with --draft / --lookup: generate again without speculation\n"
     "                          (not printed) and report its decode speed, the speed-up and\n"
     "                          whether the tokens are identical\n"
@@ -246,6 +251,7 @@ int cmd_generate(int argc, char** argv) {
   bool compare_plain = false;
   bool logprobs = false;
   uint32_t n_logprobs = 0;
+  std::string prompt_cache;
   uint32_t beams = 0, n_best = 1;
   float length_penalty = 1.0f;
   bool beam_flag_given = false;
@@ -309,6 +315,9 @@ int cmd_generate(int argc, char** argv) {
       logprobs = ok;
     } else if (a == "--compare-plain") {
       compare_plain = true;
+    } else if (a == "--prompt-cache") {
+      if (!(v = need("--prompt-cache"))) return 2;
+      prompt_cache = v;
     } else if (a == "--beams") {
       if (!(v = need("--beams"))) return 2;
       ok = parse_u32(v, &beams) && beams >= 1 && beams <= 16;
@@ -471,9 +480,37 @@ int cmd_generate(int argc, char** argv) {
     }
     (void)s.set_max_tokens(n_predict);
     (void)s.set_ignore_eos(ignore_eos);
-    st = have_prompt ? s.feed(prompt, feed_flags)
-                     : s.feed_tokens(prompt_ids.data(), prompt_ids.size());
-    if (!st) return fail("prompt", st.code(), st.message());
+    double cache_s = 0;  // restore + prefill of the rest, with --prompt-cache
+    uint32_t cache_run = 0;
+    if (emit && !prompt_cache.empty()) {
+      // The prompt's tokens as the feed would queue them, BOS per the model.
+      std::vector<int32_t> ids = prompt_ids;
+      if (have_prompt) {
+        std::string e;
+        rlm_model_info mi;
+        rlm_model_info_default(&mi);
+        rlm_model_get_info(model->get(), &mi);
+        if (!tokenize_text(model->get(), prompt,
+                           feed_flags | (mi.add_bos ? RLM_TOKENIZE_ADD_BOS : 0u), &ids, &e)) {
+          return fail("prompt", RLM_ERR_INVALID_ARGUMENT, e.c_str());
+        }
+      }
+      const double t0 = now_s();
+      const uint32_t reused = prompt_cache_restore(prompt_cache, s.get(), ids);
+      const std::vector<int32_t> rest(ids.begin() + reused, ids.end());
+      st = s.feed_tokens(rest.data(), rest.size());
+      if (st) st = s.eval();
+      if (!st) return fail("prompt", st.code(), st.message());
+      cache_s = now_s() - t0;
+      cache_run = static_cast<uint32_t>(rest.size());
+      fprintf(stderr, "ringlm generate: prompt cache %s: %u of %zu prompt tokens restored, %u run\n",
+              prompt_cache.c_str(), reused, ids.size(), cache_run);
+      if (!rest.empty()) prompt_cache_save(prompt_cache, s.get(), ids);
+    } else {
+      st = have_prompt ? s.feed(prompt, feed_flags)
+                       : s.feed_tokens(prompt_ids.data(), prompt_ids.size());
+      if (!st) return fail("prompt", st.code(), st.message());
+    }
 
     uint32_t n_gen = 0;
     bool first = true;
@@ -495,8 +532,8 @@ int cmd_generate(int argc, char** argv) {
       const double dt = now_s() - t0;
       if (!r) return fail("step", r.code(), r.message());  // ~Session releases, ~mem frees
       if (first) {
-        out->n_prompt = r->n_evaluated;
-        out->t_prefill = dt;
+        out->n_prompt = r->n_evaluated + cache_run;
+        out->t_prefill = dt + cache_s;
         first = false;
         const uint32_t n_ctx = c.n_ctx ? c.n_ctx : model->info()->max_context;
         if (emit && out->n_prompt > n_ctx) {
@@ -558,10 +595,11 @@ int cmd_generate(int argc, char** argv) {
   }
   const double decode_tps = res.t_decode > 0 ? res.n_decode / res.t_decode : 0.0;
   fprintf(stderr,
-          "\n[prompt tokens %u | prefill %.1f tok/s | decode %.1f tok/s (%u tokens)%s | session "
-          "%zu bytes | stop %s]\n",
-          res.n_prompt, res.t_prefill > 0 ? res.n_prompt / res.t_prefill : 0.0, decode_tps,
-          res.n_decode, spec_part.c_str(), res.bytes, stop_name(res.stop));
+          "\n[prompt tokens %u | prefill %.1f tok/s | first token %.1f ms | decode %.1f tok/s (%u "
+          "tokens)%s | session %zu bytes | stop %s]\n",
+          res.n_prompt, res.t_prefill > 0 ? res.n_prompt / res.t_prefill : 0.0,
+          1e3 * res.t_prefill, decode_tps, res.n_decode, spec_part.c_str(), res.bytes,
+          stop_name(res.stop));
   if (compare_plain) {
     rlm_session_config plain_cfg = cfg;
     plain_cfg.max_draft = 0;

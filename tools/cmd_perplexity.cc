@@ -85,10 +85,7 @@ struct Scorer {
     rlm_model_get_info(&model, &info);
     vocab = info.vocab_size;
     bos = info.bos_id;
-    // The model adds BOS when tokenizing with ADD_BOS yields one more token than without.
-    std::vector<int32_t> with, without;
-    add_bos = bos >= 0 && tokenize_text(&model, "a", RLM_TOKENIZE_ADD_BOS, &with, &err) &&
-              tokenize_text(&model, "a", 0, &without, &err) && with.size() > without.size();
+    add_bos = info.add_bos != 0;  // llama.cpp: llama_vocab_get_add_bos
     if (!check_session_flags("perplexity", &model, cfg)) return false;
     return session.open("perplexity", &model, cfg, nullptr);
   }

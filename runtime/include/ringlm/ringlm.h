@@ -61,6 +61,10 @@ typedef enum rlm_status {
                                      limit: the message names line:column and what was expected */
   /* Values are never renumbered; new statuses take the next free value of their group. */
   /* Model verification failures (rlm_model_open). */
+  RLM_ERR_SNAPSHOT_CORRUPT = 16,  /* rlm_session_restore: not a snapshot, another version,
+                                     truncated, or its bytes changed (checksum) */
+  RLM_ERR_SNAPSHOT_MISMATCH = 17, /* rlm_session_restore: taken with another model, KV dtype,
+                                     ring geometry or library build */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
   RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
   RLM_ERR_MODEL_VERSION = 22,     /* format version this library does not read */
@@ -106,6 +110,9 @@ typedef struct rlm_model_info {
   int32_t bos_id, eos_id;
   uint32_t n_tensors;
   uint64_t weight_bytes; /* sum of tensor data sizes */
+  /* Added with perplexity and the prompt cache: a struct_size that ends before it is accepted and
+   * leaves it unwritten. */
+  int32_t add_bos;       /* 1 when text fed to a session gets BOS first (the tokenizer's rule) */
 } rlm_model_info;
 
 RLM_API void rlm_model_info_default(rlm_model_info* info);
@@ -406,6 +413,42 @@ RLM_API rlm_status rlm_session_set_logprobs(rlm_session* session, int enable,
  * RLM_ERR_CAPACITY at the position limit. */
 RLM_API rlm_status rlm_session_score(rlm_session* session, const int32_t* tokens, size_t n,
                                      float* logprobs, float* logits, double* sum);
+
+/* ---------------------------------------------------------------------------------------------
+ * Snapshots and forks
+ *
+ * A snapshot is the state a session needs to continue exactly where it was: positions and the
+ * live K/V entries (only those the ring holds for the positions so far, not the whole ring),
+ * pending input, the sampling parameters, RNG and penalty history, the turn's stop state and
+ * held-back text, the logits when readable. It is one position-independent block (host byte
+ * order), versioned, checksummed, with a fingerprint of the model. Not included: a grammar, the
+ * speculation drafter and the logprobs array (the caller's objects); a session with a grammar set
+ * cannot be saved, and restore turns grammars off and ends a speculative pass. A restored or
+ * forked session continues token for token as the original would (greedy and seeded sampling).
+ * ------------------------------------------------------------------------------------------- */
+
+/* Bytes rlm_session_save needs now (they grow with the position until the ring is full). */
+RLM_API rlm_status rlm_session_snapshot_bytes(const rlm_session* session, size_t* bytes);
+
+/* Writes the snapshot to out[0, cap); *n_out = its size. RLM_ERR_CAPACITY when cap is smaller
+ * (*n_out then says how much is needed); RLM_ERR_UNSUPPORTED while a grammar is set. */
+RLM_API rlm_status rlm_session_save(rlm_session* session, void* out, size_t cap, size_t* n_out);
+
+/* Replaces the session's state with a snapshot's. The session may have another config if it is
+ * compatible: the same KV dtype; a ring with room for every saved position, or (when the saved
+ * ring had wrapped) the same n_ctx and n_sink; budgets (max_pending, penalty_window, stop
+ * strings, logit bias) that hold what the snapshot holds. Errors leave the session unchanged:
+ * RLM_ERR_SNAPSHOT_CORRUPT (not a snapshot, other version, truncated, checksum or values
+ * invalid), RLM_ERR_SNAPSHOT_MISMATCH (other model, KV dtype, ring or build), RLM_ERR_CAPACITY
+ * (a budget too small). */
+RLM_API rlm_status rlm_session_restore(rlm_session* session, const void* in, size_t n);
+
+/* A new session in `memory` (rlm_session_memory bytes for src's model and config, aligned as it
+ * says) with src's config and state: the two then continue independently (other sampling, other
+ * threads). Speculation, grammar and logprobs are not copied (set them on the fork). Ends a
+ * speculative pass of src. Errors as rlm_session_init. Not concurrently with a call on src. */
+RLM_API rlm_status rlm_session_fork(rlm_session* src, void* memory, size_t size,
+                                    rlm_session** fork);
 
 /* ---------------------------------------------------------------------------------------------
  * Beam search

@@ -1,0 +1,79 @@
+#include "prompt_cache.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+constexpr char kMagic[8] = {'R', 'L', 'M', 'P', 'C', '0', '0', '1'};
+
+}  // namespace
+
+uint32_t prompt_cache_restore(const std::string& path, rlm_session* s,
+                              const std::vector<int32_t>& prompt) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return 0;  // no cache yet
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string b = ss.str();
+  uint32_t n = 0;
+  if (b.size() < 16 || memcmp(b.data(), kMagic, 8) != 0) {
+    fprintf(stderr, "ringlm: --prompt-cache %s: not a prompt cache; it will be replaced\n",
+            path.c_str());
+    return 0;
+  }
+  memcpy(&n, b.data() + 8, 4);
+  if (b.size() < 16 + static_cast<size_t>(n) * 4) {
+    fprintf(stderr, "ringlm: --prompt-cache %s: truncated; it will be replaced\n", path.c_str());
+    return 0;
+  }
+  if (n > prompt.size() || memcmp(b.data() + 16, prompt.data(), static_cast<size_t>(n) * 4) != 0) {
+    return 0;  // another prompt
+  }
+  const size_t at = 16 + static_cast<size_t>(n) * 4;
+  const rlm_status st = rlm_session_restore(s, b.data() + at, b.size() - at);
+  if (st != RLM_OK) {
+    fprintf(stderr, "ringlm: --prompt-cache %s: not used (%s: %s)\n", path.c_str(),
+            rlm_status_string(st), rlm_session_error(s));
+    return 0;
+  }
+  return n;
+}
+
+void prompt_cache_save(const std::string& path, rlm_session* s,
+                       const std::vector<int32_t>& prompt) {
+  size_t need = 0;
+  rlm_session_snapshot_bytes(s, &need);
+  std::string b(16 + prompt.size() * 4 + need, '\0');
+  memcpy(&b[0], kMagic, 8);
+  const uint32_t n = static_cast<uint32_t>(prompt.size());
+  memcpy(&b[8], &n, 4);
+  if (n) memcpy(&b[16], prompt.data(), prompt.size() * 4);
+  size_t wrote = 0;
+  const size_t at = 16 + prompt.size() * 4;
+  const rlm_status st = rlm_session_save(s, &b[at], need, &wrote);
+  if (st != RLM_OK) {
+    fprintf(stderr, "ringlm: --prompt-cache %s: not saved (%s: %s)\n", path.c_str(),
+            rlm_status_string(st), rlm_session_error(s));
+    return;
+  }
+  b.resize(at + wrote);
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
+    o.write(b.data(), static_cast<std::streamsize>(b.size()));
+    if (!o) {
+      fprintf(stderr, "ringlm: --prompt-cache %s: cannot write %s\n", path.c_str(), tmp.c_str());
+      unlink(tmp.c_str());
+      return;
+    }
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    fprintf(stderr, "ringlm: --prompt-cache %s: cannot replace it\n", path.c_str());
+    unlink(tmp.c_str());
+  }
+}
