@@ -230,6 +230,21 @@ void rlm_sampling_default(rlm_sampling* p) {
   p->presence_penalty = 0.0f;
   p->penalty_last_n = 64;
   p->seed = 0x5eed;
+  // The extra samplers, each off (llama.cpp's defaults for their other parameters).
+  static const char* const kDryBreakers[] = {"\n", ":", "\"", "*"};
+  p->dry_multiplier = 0.0f;
+  p->dry_base = 1.75f;
+  p->dry_allowed_length = 2;
+  p->dry_penalty_last_n = -1;
+  p->dry_sequence_breakers = kDryBreakers;
+  p->n_dry_sequence_breakers = 4;
+  p->xtc_probability = 0.0f;
+  p->xtc_threshold = 0.1f;
+  p->typical_p = 1.0f;
+  p->top_n_sigma = 0.0f;
+  p->mirostat = 0;
+  p->mirostat_tau = 5.0f;
+  p->mirostat_eta = 0.1f;
 }
 
 void rlm_speculation_default(rlm_speculation* spec) {
@@ -367,6 +382,12 @@ rlm_status rlm_step(rlm_session* session, rlm_step_result* result) {
     return RLM_ERR_STRUCT_SIZE;
   }
   return session_step(s, result);
+}
+
+rlm_status rlm_session_cancel(rlm_session* session) {
+  RLM_SESSION_OR_RETURN(s, session);
+  session_cancel(s);
+  return RLM_OK;
 }
 
 rlm_status rlm_session_snapshot_bytes(const rlm_session* session, size_t* bytes) {

@@ -87,6 +87,32 @@ void begin_turn(SessionImpl* s) {
   grammar_begin(s);
 }
 
+// Whether rlm_session_cancel was called since the running call began.
+bool cancel_requested(const SessionImpl* s) {
+  return __atomic_load_n(&s->cancel_requests, __ATOMIC_ACQUIRE) != s->cancel_base;
+}
+
+// A cancelled run_pending: the first `done` tokens of [last] + pending ran; commit them and keep
+// the rest pending. The logits are not those of a committed position's run to the end: not
+// readable.
+void commit_partial(SessionImpl* s, uint32_t done) {
+  if (done == 0) return;
+  const int32_t* toks = s->has_last ? s->batch : s->batch + 1;
+  s->prev_token = toks[done - 1];
+  uint32_t from_pending = done;
+  if (s->has_last) {
+    s->has_last = false;
+    --from_pending;
+  }
+  memmove(s->batch + 1, s->batch + 1 + from_pending,
+          (s->n_pending - from_pending) * sizeof(int32_t));
+  s->n_pending -= from_pending;
+  s->n_past += done;
+  s->logits_ready = false;
+  s->logits_valid = false;
+  s->logits_row = 0;
+}
+
 // Runs the batch ([last] + pending) through the model in chunks of n_batch.
 Status run_pending(SessionImpl* s, uint32_t* n_run, ErrorSink* err) {
   const int32_t* toks = s->has_last ? s->batch : s->batch + 1;
@@ -95,10 +121,23 @@ Status run_pending(SessionImpl* s, uint32_t* n_run, ErrorSink* err) {
   if (total == 0) return RLM_OK;
   RLM_CHECK(static_cast<uint64_t>(s->n_past) + total <= kMaxPosition, RLM_ERR_CAPACITY, err,
             "position limit reached (%u tokens)", s->n_past);
+  // Cancellable between layers (forward) and chunks: chunks that completed are committed, the
+  // rest stays pending.
+  s->tf.cancel = &s->cancel_requests;
+  s->tf.cancel_base = s->cancel_base;
   for (uint32_t off = 0; off < total; off += s->cfg.n_batch) {
     const uint32_t n = total - off < s->cfg.n_batch ? total - off : s->cfg.n_batch;
-    forward(&s->tf, toks + off, n, static_cast<uint64_t>(s->n_past) + off);
+    if (cancel_requested(s) ||
+        !forward(&s->tf, toks + off, n, static_cast<uint64_t>(s->n_past) + off)) {
+      s->tf.cancel = nullptr;
+      commit_partial(s, off);
+      *n_run = off;
+      RLM_SET_ERROR(err, "cancelled after %u of %u tokens (they are committed; the rest is "
+                         "still pending)", off, total);
+      return RLM_ERR_CANCELLED;
+    }
   }
+  s->tf.cancel = nullptr;
   s->n_past += total;
   s->prev_token = toks[total - 1];
   s->n_pending = 0;
@@ -404,6 +443,7 @@ void session_reset(SessionImpl* s) {
   s->logits_valid = false;
   s->prev_token = -1;
   s->n_history = 0;
+  s->mirostat_mu = 2.0f * s->sp.mirostat_tau;
   begin_turn(s);
 }
 
@@ -452,6 +492,7 @@ Status session_feed_text(SessionImpl* s, const char* text, size_t len, bool pars
 
 Status session_eval(SessionImpl* s) {
   ErrorSink err{s->error, sizeof s->error};
+  s->cancel_base = __atomic_load_n(&s->cancel_requests, __ATOMIC_ACQUIRE);
   if (spec_take_row(s)) return RLM_OK;
   uint32_t n_run = 0;
   return run_pending(s, &n_run, &err);
@@ -480,6 +521,10 @@ Status prepare_raw_logits(SessionImpl* s, ErrorSink* err) {
 
 }  // namespace
 
+void session_cancel(SessionImpl* s) {
+  __atomic_fetch_add(&s->cancel_requests, 1u, __ATOMIC_RELEASE);
+}
+
 void session_end_pass(SessionImpl* s) { spec_end(s); }
 
 void session_forget_draft(SessionImpl* s) { spec_forget_from(&s->spec, 0); }
@@ -487,6 +532,7 @@ void session_forget_draft(SessionImpl* s) { spec_forget_from(&s->spec, 0); }
 Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* logprobs,
                      float* logits, double* sum) {
   ErrorSink err{s->error, sizeof s->error};
+  s->cancel_base = __atomic_load_n(&s->cancel_requests, __ATOMIC_ACQUIRE);
   const uint32_t vocab = s->model->hp.vocab_size;
   for (size_t i = 0; i < n; ++i) {
     RLM_CHECK(tokens[i] >= 0 && static_cast<uint32_t>(tokens[i]) < vocab,
@@ -507,7 +553,12 @@ Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* log
   const uint32_t rows_max = s->tf.n_logit_rows < s->cfg.n_batch ? s->tf.n_logit_rows
                                                                   : s->cfg.n_batch;
   const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
+  size_t done = n;
   for (size_t i = 0; i < n;) {
+    if (i > 0 && cancel_requested(s)) {  // between passes: tokens[0, i) are scored and appended
+      done = i;
+      break;
+    }
     // Score tokens[i] against `row`, then run tokens[i, i + m) to get the rows for the next m.
     const float lp = token_logprob(row, tokens[i], log_sum_exp(row, vocab));
     if (logprobs) logprobs[i] = lp;
@@ -529,18 +580,21 @@ Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* log
     if (m > 1) memmove(s->tf.logits, s->tf.logits + static_cast<size_t>(m - 1) * vocab, row_bytes);
     row = s->tf.logits;
   }
-  s->prev_token = tokens[n - 1];
+  s->prev_token = tokens[done - 1];
   s->logits_row = 0;
   s->logits_ready = true;
   s->logits_valid = true;
   if (sum) *sum = total;
   begin_turn(s);
+  RLM_CHECK(done == n, RLM_ERR_CANCELLED, &err,
+            "cancelled after scoring %zu of %zu tokens (those are appended)", done, n);
   return RLM_OK;
 }
 
 Status session_beam_search(SessionImpl* s, const rlm_beam_params* p, rlm_beam_result* results,
                            uint32_t* n_out) {
   ErrorSink err{s->error, sizeof s->error};
+  s->cancel_base = __atomic_load_n(&s->cancel_requests, __ATOMIC_ACQUIRE);
   BeamSearch& b = s->beam;
   *n_out = 0;
   RLM_CHECK(s->cfg.max_beams > 0, RLM_ERR_BAD_STATE, &err,
@@ -673,6 +727,12 @@ Status session_beam_search(SessionImpl* s, const rlm_beam_params* p, rlm_beam_re
       }
       if (b.fin_score[beam_worst(b)] >= best) break;
     }
+    if (cancel_requested(s)) {
+      s->logits_ready = s->logits_valid = false;
+      RLM_SET_ERROR(&err, "beam search cancelled after %u steps (the sequence is unchanged)",
+                    b.len);
+      return RLM_ERR_CANCELLED;
+    }
     // One pass for every live beam: its newest token at position P + len - 1, row len - 1.
     const BeamStep step{&b.kv, b.live, b.len - 1, P};
     forward(&s->tf, b.next_token, b.n_live, static_cast<uint64_t>(P) + b.len - 1, b.n_live,
@@ -743,6 +803,7 @@ Status session_set_logprobs(SessionImpl* s, bool enable, rlm_token_logprob* top,
 
 Status session_step(SessionImpl* s, rlm_step_result* r) {
   ErrorSink err{s->error, sizeof s->error};
+  s->cancel_base = __atomic_load_n(&s->cancel_requests, __ATOMIC_ACQUIRE);
   RLM_CHECK(!s->turn_ended || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
             "the turn has ended (stop reason reported); feed input to continue");
   RLM_CHECK(s->logits_ready || s->has_last || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
@@ -774,7 +835,7 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   }
   double p_drawn = NAN;
   const int32_t token = sample(session_logits(s), vocab, s->sp, s->history, s->n_history, &s->rng,
-                               &s->ss, &p_drawn);
+                               &s->ss, &p_drawn, &s->mirostat_mu);
   RLM_CHECK(token >= 0, RLM_ERR_NO_CANDIDATES, &err,
             "no token can be sampled: every logit is -inf or NaN after logit bias and penalties "
             "(all tokens banned, or the model produced NaN)");
@@ -908,8 +969,10 @@ Status session_set_sampling(SessionImpl* s, const rlm_sampling* p) {
                                               s->cfg.max_logit_bias, &sp, &err));
   if (sp.n_logit_bias) memcpy(s->bias, p->logit_bias, sp.n_logit_bias * sizeof(rlm_logit_bias));
   sp.logit_bias = s->bias;
+  sampler_build_dry_breakers(&sp, s->tok, s->model->hp.vocab_size, s->piece, &s->ss);
   s->sp = sp;
   s->rng.seed(p->seed);
+  s->mirostat_mu = 2.0f * sp.mirostat_tau;
   return RLM_OK;
 }
 

@@ -73,6 +73,7 @@ struct SessionImpl {
   SamplerParams sp;
   rlm_logit_bias* bias;          // (max_logit_bias) copied from the caller
   Rng rng;
+  float mirostat_mu;             // Mirostat v2 state: 2 * tau after set_sampling and reset
   SamplerScratch ss;
 
   // Stops and output text.
@@ -105,6 +106,11 @@ struct SessionImpl {
 
   // Beam search (cfg.max_beams > 0).
   BeamSearch beam;
+
+  // Cancellation: rlm_session_cancel (any thread) increments the counter (atomically); a call
+  // records it at its start (cancel_base) and stops when it moves.
+  uint32_t cancel_requests;
+  uint32_t cancel_base;
 
   char error[256];
 };
@@ -141,6 +147,8 @@ Status session_eval(SessionImpl* s);
 // rlm_session_score (tokens checked here; the outputs may be null).
 Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* logprobs,
                      float* logits, double* sum);
+// rlm_session_cancel: safe from any thread while another runs a call on the session.
+void session_cancel(SessionImpl* s);
 // Ends a speculative pass being consumed (draft positions dropped, overwritten slots restored).
 void session_end_pass(SessionImpl* s);
 // The draft model no longer holds any of the target's positions (their content changed).

@@ -37,6 +37,8 @@ struct Header {
   uint8_t dec_have, dec_need, pad[2];
   uint32_t sampler_bytes;              // sizeof(SamplerParams) of the build that saved
   uint64_t rng_state;
+  float mirostat_mu;                   // Mirostat v2's state
+  uint32_t reserved;
 };
 
 // 64-bit FNV-1a over 8-byte words (then the tail bytes): every step is a bijection of the state,
@@ -93,8 +95,11 @@ size_t elem_bytes(uint32_t dtype) { return dtype == RLM_KV_F16 ? 2 : 4; }
 // everything was checked).
 void body(SessionImpl* s, const Header& h, Io& io) {
   // Sampler parameters: raw, with the one pointer (the bias array) cleared.
+  // Sampler parameters: raw, with the pointers (the bias array, DRY's breaker bitset) cleared;
+  // restore points them at this session's own (the bitset built again from the breakers).
   SamplerParams sp = s->sp;
   sp.logit_bias = nullptr;
+  sp.dry_breaker_bits = nullptr;
   if (io.mode == Mode::kCopy) {
     io.n += sizeof sp;  // a local: session_copy_state assigns it
   } else {
@@ -102,6 +107,7 @@ void body(SessionImpl* s, const Header& h, Io& io) {
   }
   if (io.mode == Mode::kRestore) {
     sp.logit_bias = s->bias;
+    sampler_build_dry_breakers(&sp, s->tok, s->model->hp.vocab_size, s->piece, &s->ss);
     s->sp = sp;
   }
   io.raw(s->bias, h.n_bias * sizeof(rlm_logit_bias));
@@ -178,6 +184,7 @@ void fill_header(const SessionImpl* s, Header* h) {
   h->dec_need = s->stream.dec.need;
   h->sampler_bytes = sizeof(SamplerParams);
   h->rng_state = s->rng.state;
+  h->mirostat_mu = s->mirostat_mu;
 }
 
 size_t body_bytes(SessionImpl* s, const Header& h) {
@@ -210,6 +217,7 @@ void apply_header(SessionImpl* s, const Header& h) {
   s->stream.dec.have = h.dec_have;
   s->stream.dec.need = h.dec_need;
   s->rng.state = h.rng_state;
+  s->mirostat_mu = h.mirostat_mu;
   s->grammar = nullptr;
 }
 
@@ -236,7 +244,10 @@ Status validate_body(const Header& h, const uint8_t* b, size_t body_len, const S
                      sp.frequency_penalty == sp.frequency_penalty &&
                      sp.presence_penalty == sp.presence_penalty && sp.penalty_last_n >= 0 &&
                      static_cast<uint32_t>(sp.penalty_last_n) <= c.penalty_window &&
-                     sp.n_logit_bias == h.n_bias;
+                     sp.n_logit_bias == h.n_bias &&
+                     sampler_extra_params_valid(sp, c.penalty_window) &&
+                     h.mirostat_mu == h.mirostat_mu && h.mirostat_mu <= 3.4e38f &&
+                     h.mirostat_mu >= -3.4e38f;
   RLM_CHECK(sp_ok, RLM_ERR_SNAPSHOT_CORRUPT, err,
             "the snapshot's sampling parameters are out of range for this session");
   for (uint32_t i = 0; i < h.n_bias; ++i) {
@@ -416,6 +427,7 @@ void session_copy_state(SessionImpl* src, SessionImpl* dst) {
   body(src, h, io);
   dst->sp = src->sp;
   dst->sp.logit_bias = dst->bias;
+  sampler_build_dry_breakers(&dst->sp, dst->tok, dst->model->hp.vocab_size, dst->piece, &dst->ss);
   apply_header(dst, h);
 }
 

@@ -63,6 +63,7 @@ extern "C" const char* rlm_status_string(rlm_status status) {
     RLM_CASE(RLM_ERR_GRAMMAR)
     RLM_CASE(RLM_ERR_SNAPSHOT_CORRUPT)
     RLM_CASE(RLM_ERR_SNAPSHOT_MISMATCH)
+    RLM_CASE(RLM_ERR_CANCELLED)
 #undef RLM_CASE
   }
   return "RLM_ERR_UNKNOWN";

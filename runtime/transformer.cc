@@ -355,7 +355,7 @@ void transformer_bind(const ModelImpl& m, Transformer* t) {
   rope_table(t->rope_freq, hp.head_dim / 2, t->kv.geom[kKvGlobal].n_ctx - 1, t->rope_sink);
 }
 
-void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
+bool forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
              uint32_t n_logits, const BeamStep* beam) {
   using R = MatRole;
   const Hparams& hp = t->hp;
@@ -381,7 +381,11 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
     for (size_t i = 0; i < nd; ++i) t->x[i] *= hp.embedding_scale;
   }
 
+  const bool cancellable = t->cancel != nullptr && !beam && !kv_wrapped(t->kv, pos0 + n);
   for (uint32_t l = 0; l < hp.n_layers; ++l) {
+    if (cancellable && __atomic_load_n(t->cancel, __ATOMIC_ACQUIRE) != t->cancel_base) {
+      return false;
+    }
     const LayerWeights& w = t->layers[l];
     const KvGeom& g = t->kv.geom[w.kind];
     const float* cs_base = w.kind == kKvLocal ? t->rope_cs_local : t->rope_cs;
@@ -460,6 +464,7 @@ void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
     soft_cap(t->logits, static_cast<uint32_t>(static_cast<size_t>(n_logits) * hp.vocab_size),
              hp.final_softcap);
   }
+  return true;
 }
 
 }  // namespace ringlm::internal

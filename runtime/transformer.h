@@ -55,6 +55,10 @@ struct Transformer {
   float* rope_cs;           // (n_batch, head_dim): cos | sin tables of the batch's positions
   float* rope_cs_local;     // (n_batch, head_dim): the same for sliding-window layers
   float* rope_sink;         // (head_dim): cos | sin at n_ctx - 1, the sinks' query position
+  // Cancellation (rlm_session_cancel): while `cancel` is set, a pass whose positions overwrite
+  // no live slot stops after the layer during which *cancel moved away from cancel_base.
+  const uint32_t* cancel;   // the session's request counter, or null (not cancellable)
+  uint32_t cancel_base;
   float* logits;            // (n_logit_rows, vocab): the last rows' logits of a pass
   uint32_t n_logit_rows;    // max(1 + max_draft (speculative verification), logit_rows (scoring))
 };
@@ -107,7 +111,10 @@ void transformer_bind(const ModelImpl& m, Transformer* t);
 // one-token pass at that position computes (every kernel computes rows independently).
 // With `beam` (n_logits must then be n): a beam step (BeamStep above) instead of consecutive
 // positions; the ring is read, never written.
-void forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
+// Returns false when cancelled (t->cancel): the pass stopped between layers, its logits are not
+// written and the K/V it wrote belong to no position (only passes that overwrite no live slot
+// stop early: a pass that wraps the ring always completes, so the ring stays consistent).
+bool forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
              uint32_t n_logits = 1, const BeamStep* beam = nullptr);
 
 }  // namespace ringlm::internal

@@ -18,6 +18,21 @@ const char kSessionFlagsHelp[] =
     "      --repeat-penalty R  repetition penalty, 1 = off (default 1)\n"
     "      --repeat-last-n N   tokens the penalties look back over (default 64)\n"
     "      --logit-bias ID=B   add B to token ID's logit (repeatable; -inf bans)\n"
+    "      --dry-multiplier M  DRY repetition penalty strength, 0 = off (default 0)\n"
+    "      --dry-base B        DRY base, >= 1 (default 1.75)\n"
+    "      --dry-allowed-length N  repeats up to N tokens go unpenalised (default 2)\n"
+    "      --dry-penalty-last-n N  tokens DRY looks back over; -1 = the penalty window\n"
+    "                          (default -1), 0 = off\n"
+    "      --dry-sequence-breaker S  a string that ends a repeat (repeatable; replaces the\n"
+    "                          defaults \\n : \" *; 'none' = no breakers; \\n \\t \\\\ unescaped)\n"
+    "      --typical P         locally typical sampling, 1 = off (default 1)\n"
+    "      --top-nsigma N      keep logits >= max - N * sigma; <= 0 = off (default off)\n"
+    "      --xtc-probability P XTC: chance to drop the top choices, 0 = off (default 0)\n"
+    "      --xtc-threshold T   XTC: the p a top choice needs (default 0.1)\n"
+    "      --mirostat N        2 = Mirostat v2 (replaces top-k/top-p/min-p/typical/XTC),\n"
+    "                          0 = off (default 0); v1 is not supported\n"
+    "      --mirostat-ent TAU  Mirostat target entropy (default 5)\n"
+    "      --mirostat-lr ETA   Mirostat learning rate (default 0.1)\n"
     "  -s, --seed S            sampler seed, 0..2^64-1 (default 24301); -1 = a random seed,\n"
     "                          printed on stderr\n"
     "  -c, --ctx, --ctx-size N KV ring slots (default: the model's context)\n"
@@ -175,7 +190,13 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
                                            "--min-p", "--repeat-penalty", "--repeat-last-n",
                                            "--seed",  "--ctx",         "--sinks",
                                            "--kv",    "--threads",     "--logit-bias",
-                                           "--backend"};
+                                           "--backend",
+                                           "--dry-multiplier", "--dry-base",
+                                           "--dry-allowed-length", "--dry-penalty-last-n",
+                                           "--dry-sequence-breaker", "--typical",
+                                           "--top-nsigma", "--xtc-probability",
+                                           "--xtc-threshold", "--mirostat", "--mirostat-ent",
+                                           "--mirostat-lr"};
   // llama.cpp's spellings, accepted as aliases of ours.
   static const char* const kAliases[][2] = {
       {"-s", "--seed"}, {"-c", "--ctx"}, {"--ctx-size", "--ctx"}, {"-t", "--threads"}};
@@ -234,6 +255,60 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
     // argv outlives the config.
     ok = !strcmp(v, "native") || !strcmp(v, "xnnpack");
     cfg.backend = v;
+  } else if (canon == "--dry-multiplier") {
+    ok = parse_f32(v, &sp.dry_multiplier);
+  } else if (canon == "--dry-base") {
+    ok = parse_f32(v, &sp.dry_base);
+  } else if (canon == "--dry-allowed-length") {
+    ok = parse_u32(v, &u) && u <= 0x7fffffffu;
+    sp.dry_allowed_length = static_cast<int32_t>(u);
+  } else if (canon == "--dry-penalty-last-n") {
+    if (!strcmp(v, "-1")) {
+      sp.dry_penalty_last_n = -1;
+    } else {
+      ok = parse_u32(v, &u) && u <= 65536;
+      sp.dry_penalty_last_n = static_cast<int32_t>(u);
+      if (ok && u > cfg.penalty_window) cfg.penalty_window = u;
+    }
+  } else if (canon == "--dry-sequence-breaker") {
+    if (!f->dry_breakers_given) f->dry_breakers.clear();
+    f->dry_breakers_given = true;
+    if (!strcmp(v, "none")) {
+      f->dry_breakers.clear();
+    } else {
+      std::string b;
+      for (const char* c = v; *c; ++c) {
+        if (*c == '\\' && c[1]) {
+          ++c;
+          b += *c == 'n' ? '\n' : *c == 't' ? '\t' : *c == 'r' ? '\r' : *c;
+        } else {
+          b += *c;
+        }
+      }
+      ok = !b.empty();
+      if (ok) f->dry_breakers.push_back(b);
+    }
+  } else if (canon == "--typical") {
+    ok = parse_f32(v, &sp.typical_p);
+  } else if (canon == "--top-nsigma") {
+    ok = parse_f32(v, &sp.top_n_sigma);
+    if (ok && sp.top_n_sigma < 0.0f) sp.top_n_sigma = 0.0f;  // llama.cpp's -1: off
+  } else if (canon == "--xtc-probability") {
+    ok = parse_f32(v, &sp.xtc_probability);
+  } else if (canon == "--xtc-threshold") {
+    ok = parse_f32(v, &sp.xtc_threshold);
+  } else if (canon == "--mirostat") {
+    if (!strcmp(v, "1")) {
+      fprintf(stderr, "ringlm %s: --mirostat 1 (Mirostat v1) is not supported; use --mirostat 2\n",
+              verb);
+      return false;
+    }
+    ok = !strcmp(v, "0") || !strcmp(v, "2");
+    sp.mirostat = ok ? v[0] - '0' : 0;
+  } else if (canon == "--mirostat-ent") {
+    ok = parse_f32(v, &sp.mirostat_tau);
+  } else if (canon == "--mirostat-lr") {
+    ok = parse_f32(v, &sp.mirostat_eta);
   } else if (canon == "--logit-bias") {
     const char* eq = strchr(v, '=');
     char* end = nullptr;
@@ -253,6 +328,13 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
 }
 
 void finish_session_flags(SessionFlags* f) {
+  if (f->dry_breakers_given) {
+    f->dry_breaker_ptrs.clear();
+    for (const std::string& b : f->dry_breakers) f->dry_breaker_ptrs.push_back(b.c_str());
+    f->sampling.dry_sequence_breakers =
+        f->dry_breaker_ptrs.empty() ? nullptr : f->dry_breaker_ptrs.data();
+    f->sampling.n_dry_sequence_breakers = static_cast<uint32_t>(f->dry_breaker_ptrs.size());
+  }
   if (!f->logit_bias.empty()) {
     f->sampling.logit_bias = f->logit_bias.data();
     f->sampling.n_logit_bias = static_cast<uint32_t>(f->logit_bias.size());

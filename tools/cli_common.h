@@ -11,6 +11,10 @@ struct SessionFlags {
   rlm_sampling sampling;
   rlm_session_config config;
   std::vector<rlm_logit_bias> logit_bias;
+  // --dry-sequence-breaker: once given, these replace the defaults (empty: none).
+  bool dry_breakers_given = false;
+  std::vector<std::string> dry_breakers;
+  std::vector<const char*> dry_breaker_ptrs;  // into dry_breakers (finish_session_flags)
   SessionFlags() {
     rlm_sampling_default(&sampling);
     rlm_session_config_default(&config);
@@ -25,7 +29,8 @@ extern const char kSessionFlagsHelp[];
 bool parse_session_flag(const char* verb, int argc, char** argv, int* i, SessionFlags* f,
                         bool* handled);
 
-// Applies f.logit_bias to f.sampling (pointer into f) — call after parsing, before use.
+// Applies f.logit_bias and f.dry_breakers to f.sampling (pointers into f) — call after parsing,
+// before use, and not again after copying f.
 void finish_session_flags(SessionFlags* f);
 
 // Flag values that name a CLI flag in their messages, checked before the runtime sees the

@@ -65,6 +65,7 @@ typedef enum rlm_status {
                                      truncated, or its bytes changed (checksum) */
   RLM_ERR_SNAPSHOT_MISMATCH = 17, /* rlm_session_restore: taken with another model, KV dtype,
                                      ring geometry or library build */
+  RLM_ERR_CANCELLED = 18,         /* rlm_session_cancel stopped the call (see there) */
   RLM_ERR_MODEL_TRUNCATED = 20,   /* file shorter than its own headers say */
   RLM_ERR_MODEL_IDENTIFIER = 21,  /* not a ringlm model (file identifier) */
   RLM_ERR_MODEL_VERSION = 22,     /* format version this library does not read */
@@ -303,8 +304,12 @@ typedef struct rlm_logit_bias {
 } rlm_logit_bias;
 
 /* Stage order (each stage off at its neutral value): logit bias → repetition / frequency /
- * presence penalties over the last penalty_last_n tokens → temperature (0 = greedy argmax)
- * → top-k → softmax → top-p → min-p → renormalise → draw with the session RNG.
+ * presence penalties over the last penalty_last_n tokens → DRY → temperature (0 = greedy argmax)
+ * → top-n-sigma → top-k → softmax → typical-p → top-p → min-p → XTC → renormalise → draw with the
+ * session RNG. Mirostat v2 (mirostat = 2) replaces top-n-sigma, top-k, typical-p, top-p, min-p and
+ * XTC: after temperature it keeps the tokens whose surprise -log2 p is at most mu, draws, and
+ * moves mu towards mirostat_tau (mu starts at 2 * tau; rlm_session_set_sampling and
+ * rlm_session_reset restart it). XTC, when on, takes one extra RNG step per sampled token.
  * NaN logits count as -inf (never sampled). Any temperature > 0 is safe, however small: where
  * logit / temperature would overflow, the logits are shifted by their maximum first (the same
  * distribution), so a tiny temperature (1e-40) samples the argmax (exact ties share). When no
@@ -323,7 +328,35 @@ typedef struct rlm_sampling {
   uint64_t seed;            /* RNG seed (xorshift64*); set_sampling reseeds (default 0x5eed) */
   const rlm_logit_bias* logit_bias; /* copied in; NULL/0 = none */
   uint32_t n_logit_bias;
+  /* Added with the extra samplers: a struct_size of the older header's sizeof (ending after
+   * n_logit_bias) is still accepted; every field below then reads as its neutral default.
+   * Zero is valid for each of them and turns its sampler off. */
+  /* DRY ("Don't Repeat Yourself", as llama.cpp): a token that would extend a sequence already
+   * seen in the last dry_penalty_last_n tokens (a repeat of n >= dry_allowed_length tokens) gets
+   * logit -= dry_multiplier * dry_base^(n - dry_allowed_length). A token whose text contains a
+   * sequence breaker ends a repeat and is never penalised. */
+  float dry_multiplier;     /* >= 0; 0 = off (default 0) */
+  float dry_base;           /* >= 1 when dry_multiplier > 0 (default 1.75) */
+  int32_t dry_allowed_length; /* >= 0 (default 2) */
+  int32_t dry_penalty_last_n; /* -1 = the session's penalty_window, 0 = off, else at most
+                                 penalty_window (default -1) */
+  const char* const* dry_sequence_breakers; /* NUL-terminated, non-empty, copied in: at most
+                                 RLM_MAX_DRY_BREAKERS strings of RLM_DRY_BREAKER_BYTES bytes in
+                                 all (default "\n", ":", "\"", "*"); NULL/0 = none */
+  uint32_t n_dry_sequence_breakers;
+  /* XTC (exclude top choices): with probability xtc_probability, drop every token with
+   * p >= xtc_threshold except the least probable of them. */
+  float xtc_probability;    /* [0, 1]; 0 = off (default 0) */
+  float xtc_threshold;      /* [0, 1] (default 0.1; above 0.5 nothing can be dropped) */
+  float typical_p;          /* locally typical sampling, [0, 1]; 0 or 1 = off (default 1) */
+  float top_n_sigma;        /* keep logit >= max - n * sigma, >= 0; 0 = off (default 0) */
+  int32_t mirostat;         /* 0 = off, 2 = Mirostat v2 (1 is not supported) (default 0) */
+  float mirostat_tau;       /* target surprise in bits, >= 0 (default 5) */
+  float mirostat_eta;       /* learning rate, >= 0 (default 0.1) */
 } rlm_sampling;
+
+#define RLM_MAX_DRY_BREAKERS 8
+#define RLM_DRY_BREAKER_BYTES 64
 
 RLM_API void rlm_sampling_default(rlm_sampling* sampling);
 RLM_API rlm_status rlm_session_set_sampling(rlm_session* session, const rlm_sampling* sampling);
@@ -413,6 +446,18 @@ RLM_API rlm_status rlm_session_set_logprobs(rlm_session* session, int enable,
  * RLM_ERR_CAPACITY at the position limit. */
 RLM_API rlm_status rlm_session_score(rlm_session* session, const int32_t* tokens, size_t n,
                                      float* logprobs, float* logits, double* sum);
+
+/* Cancels the calls running on the session now (rlm_step, rlm_session_eval, rlm_session_score,
+ * rlm_session_beam_search): safe to call from any thread, also while such a call runs on another
+ * (the one call on a session that is). The running call returns RLM_ERR_CANCELLED promptly:
+ * within one layer of a forward pass (a pass that wraps the ring finishes first, so the ring
+ * stays consistent), or between scoring passes and beam steps. The session stays valid at its
+ * last committed position: prompt chunks that ran completely are committed and the rest stays
+ * pending (a later rlm_step or rlm_session_eval runs it); a step samples nothing; scoring keeps
+ * the tokens scored so far (appended); a beam search leaves the sequence as it was. No logits
+ * are readable after a cancelled run. A cancel when no call is running has no effect on later
+ * calls. */
+RLM_API rlm_status rlm_session_cancel(rlm_session* session);
 
 /* ---------------------------------------------------------------------------------------------
  * Snapshots and forks
