@@ -381,11 +381,14 @@ bool forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
     for (size_t i = 0; i < nd; ++i) t->x[i] *= hp.embedding_scale;
   }
 
+  // Checked at three points per layer (before it, after attention, after the gate/up matmuls),
+  // so a large prefill chunk answers a cancel within about a third of a layer.
   const bool cancellable = t->cancel != nullptr && !beam && !kv_wrapped(t->kv, pos0 + n);
+  auto cancelled = [t, cancellable] {
+    return cancellable && __atomic_load_n(t->cancel, __ATOMIC_ACQUIRE) != t->cancel_base;
+  };
   for (uint32_t l = 0; l < hp.n_layers; ++l) {
-    if (cancellable && __atomic_load_n(t->cancel, __ATOMIC_ACQUIRE) != t->cancel_base) {
-      return false;
-    }
+    if (cancelled()) return false;
     const LayerWeights& w = t->layers[l];
     const KvGeom& g = t->kv.geom[w.kind];
     const float* cs_base = w.kind == kKvLocal ? t->rope_cs_local : t->rope_cs;
@@ -438,6 +441,7 @@ bool forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
       attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos, cs,
              t->xb + static_cast<size_t>(i) * hp.q_dim);
     }
+    if (cancelled()) return false;
     linear(mm, {l, R::Wo}, t->xb, n, t->xb2);
     if (hp.post_norms) rmsnorm_rows(k, t->xb2, t->xb2, w.post_attn_norm, n, hp.dim, hp.norm_eps);
     for (size_t i = 0; i < nd; ++i) t->x[i] += t->xb2[i];
@@ -445,6 +449,7 @@ bool forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
     // Feed-forward block: SwiGLU or GeGLU.
     rmsnorm_rows(k, t->xb, t->x, w.ffn_norm, n, hp.dim, hp.norm_eps);
     matmul_run(mm, t->xb, n, {{l, R::Gate}, {l, R::Up}}, {t->hb, t->hb2});
+    if (cancelled()) return false;
     if (hp.activation == fb::Activation::GeluTanh) {
       geglu(t->hb, t->hb2, static_cast<size_t>(n) * hp.ffn_dim);
     } else {

@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bandwidth.h"
@@ -120,6 +123,9 @@ const char kUsage[] =
     "                          restore it (rlm_session_restore), timed over the repetitions; a\n"
     "                          line gives the snapshot size, save and restore times and restore\n"
     "                          against the prefill it replaces\n"
+    "      --cancel            after ppN: a second thread calls rlm_session_cancel halfway\n"
+    "                          through the prefill; a line gives how long rlm_session_eval took\n"
+    "                          to return after it (median and max over the repetitions)\n"
     "      --beams LIST        beam-search rows next to tg, widths comma-separated (1..16):\n"
     "                          \"tgN beamB\" is a search of width B for N tokens after the start\n"
     "                          token (end tokens ignored, so every search runs N steps), in beam\n"
@@ -589,6 +595,7 @@ struct BenchOptions {
   std::vector<uint32_t> spec_lookup;  // --spec-lookup: draft lengths of the echo rows
   std::vector<uint32_t> beams;        // --beams: beam widths of the beam rows
   bool snapshot = false;              // --snapshot: restore of the ppN prefix against its prefill
+  bool cancel = false;                // --cancel: latency of rlm_session_cancel during ppN
   GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
   rlm_kv_dtype kv = RLM_KV_F32;
 };
@@ -684,6 +691,8 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       for (uint32_t k : o->spec_lookup) ok = ok && k >= 1 && k <= 64;
     } else if (a == "--snapshot") {
       o->snapshot = true;
+    } else if (a == "--cancel") {
+      o->cancel = true;
     } else if (a == "--beams") {
       if (!need()) return 2;
       ok = parse_u32_list(v, &o->beams);
@@ -1059,6 +1068,40 @@ int cmd_bench(int argc, char** argv) {
                      n_prompt, backend.c_str(), nt, nt == 1 ? "" : "s", snap.size(),
                      1e3 * save_s[save_s.size() / 2], 1e3 * restore, 1e3 * prefill,
                      restore > 0 ? prefill / restore : 0.0);
+            spec_lines.push_back(line);
+          }
+          if (n_prompt && opts.cancel) {
+            // Halfway through a prefill, from another thread: the time until eval returns.
+            const double prefill = rr.pp_tps > 0 ? n_prompt / rr.pp_tps : 0.0;
+            std::vector<double> lat;
+            uint32_t landed = 0;
+            for (uint32_t r = 0; r < reps; ++r) {
+              rlm_session_reset(s);
+              std::vector<int32_t> ids(n_prompt);
+              for (int32_t& t : ids) t = run.random_token();
+              rlm_session_feed_tokens(s, ids.data(), ids.size());
+              std::atomic<double> cancelled_at{0.0};
+              std::thread canceller([&] {
+                std::this_thread::sleep_for(std::chrono::duration<double>(prefill / 2));
+                cancelled_at = now_s();
+                rlm_session_cancel(s);
+              });
+              st = rlm_session_eval(s);
+              const double returned = now_s();
+              canceller.join();
+              if (st == RLM_ERR_CANCELLED) {
+                ++landed;
+                lat.push_back(returned - cancelled_at.load());
+              }
+            }
+            std::sort(lat.begin(), lat.end());
+            char line[256];
+            snprintf(line, sizeof line,
+                     "cancel during pp%u (%s, %u thread%s): eval returned %.2f ms after "
+                     "rlm_session_cancel (median; max %.2f ms; %u of %u cancels landed)",
+                     n_prompt, backend.c_str(), nt, nt == 1 ? "" : "s",
+                     lat.empty() ? 0.0 : 1e3 * lat[lat.size() / 2],
+                     lat.empty() ? 0.0 : 1e3 * lat.back(), landed, reps);
             spec_lines.push_back(line);
           }
           if (n_gen && max_beams) {

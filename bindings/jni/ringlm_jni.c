@@ -288,6 +288,12 @@ JNIEXPORT void FN(sessionReset)(JNIEnv* env, jclass cls, jlong h) {
   check_session(env, as_session(h), rlm_session_reset(as_session(h)));
 }
 
+/* rlm_session_cancel: the one call that may come from another thread while this session runs. */
+JNIEXPORT void FN(cancel)(JNIEnv* env, jclass cls, jlong h) {
+  (void)cls;
+  check_session(env, as_session(h), rlm_session_cancel(as_session(h)));
+}
+
 /* Feeding copies/tokenizes the text inside the runtime; the array is pinned (not copied on
  * HotSpot/ART for primitive arrays) only for the duration of the call. */
 JNIEXPORT void FN(feedText)(JNIEnv* env, jclass cls, jlong h, jbyteArray utf8, jint off,

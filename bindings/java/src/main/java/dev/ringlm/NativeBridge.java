@@ -72,6 +72,8 @@ final class NativeBridge {
 
   static native void sessionReset(long session);
 
+  static native void cancel(long session);
+
   static native void feedText(long session, byte[] utf8, int offset, int length, int flags);
 
   static native void feedDirect(long session, ByteBuffer utf8, int offset, int length, int flags);

@@ -254,6 +254,16 @@ public final class Session implements AutoCloseable {
     NativeBridge.rewind(h(), position);
   }
 
+  /**
+   * rlm_session_cancel: safe from any thread while another thread runs step(), generate() or
+   * prompt() on this session; that call then throws RingLmException (RLM_ERR_CANCELLED) within
+   * one layer of the model, and the session stays usable at its last committed position. No
+   * effect on later calls when nothing runs. Not concurrently with close().
+   */
+  public void cancel() {
+    NativeBridge.cancel(h());
+  }
+
   /** Position 0, nothing pending; stops and sampling kept. */
   public void reset() {
     NativeBridge.sessionReset(h());

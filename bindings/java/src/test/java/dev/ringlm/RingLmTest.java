@@ -99,7 +99,9 @@ public final class RingLmTest {
         checkEquals(expected, sb.toString(), "generate() text == llama2.c reference continuation");
         checkEquals(StopReason.MAX_TOKENS, why, "stop reason");
 
-        // 2. step(): the same text again after reset.
+        // 2. step(): the same text again after reset (a cancel while nothing runs changes
+        // nothing).
+        s.cancel();
         s.reset();
         s.setMaxTokens(300);
         s.prompt("Once upon a time");
