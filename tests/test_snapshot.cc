@@ -392,6 +392,9 @@ TEST(Snapshot, NoHeapCalls) {
   ASSERT_EQ(b.init(&f.o.model, cfg), RLM_OK);
   ASSERT_EQ(rlm_session_feed_text(a.s, "hello", 5), RLM_OK);
   steps(a.s, 40);
+  // b runs once too (uncounted), so its worker thread has started before the counted window.
+  ASSERT_EQ(rlm_session_feed_text(b.s, "hi", 2), RLM_OK);
+  steps(b.s, 2);
   size_t need = 0, align = 0;
   ASSERT_EQ(rlm_session_memory(&f.o.model, &cfg, &need, &align), RLM_OK);
   AlignedBuffer fork_mem(need);
