@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sampler_testing.h"
 #include "testing.h"
 
 namespace {
@@ -22,19 +23,7 @@ using ringlm::internal::Rng;
 using ringlm::internal::SamplerParams;
 using ringlm::internal::SamplerScratch;
 
-// Scratch in a real arena, sized by a measure pass (the way the session does it).
-struct Scratch {
-  ringlm_test::AlignedBuffer mem;
-  SamplerScratch s{};
-  Scratch(uint32_t vocab, uint32_t window, uint32_t max_bias = 8) {
-    Arena measure(nullptr, 0);
-    ringlm::internal::sampler_layout(measure, vocab, window, max_bias, &s);
-    mem.resize(measure.used());
-    Arena a(mem.data(), mem.size());
-    ringlm::internal::sampler_layout(a, vocab, window, max_bias, &s);
-    EXPECT_TRUE(a.ok());
-  }
-};
+using Scratch = ringlm_test::SamplerScratchBuffer;
 
 // Every stage at its neutral value, temperature 1.
 SamplerParams neutral() {

@@ -18,6 +18,7 @@
 #include "fixtures.h"
 #include "heap_counter.h"
 #include "sampler.h"
+#include "sampler_testing.h"
 #include "session.h"
 
 using namespace ringlm_test;
@@ -30,18 +31,7 @@ using ringlm::internal::fb::DType;
 
 namespace {
 
-struct Scratch {
-  AlignedBuffer mem;
-  SamplerScratch s{};
-  Scratch(uint32_t vocab, uint32_t window, uint32_t max_bias = 8) {
-    Arena measure(nullptr, 0);
-    ringlm::internal::sampler_layout(measure, vocab, window, max_bias, &s);
-    mem.resize(measure.used());
-    Arena a(mem.data(), mem.size());
-    ringlm::internal::sampler_layout(a, vocab, window, max_bias, &s);
-    EXPECT_TRUE(a.ok());
-  }
-};
+using Scratch = ringlm_test::SamplerScratchBuffer;
 
 // Every stage at its neutral value, temperature 1 (the extra samplers as the ABI's defaults).
 SamplerParams neutral() {
