@@ -14,6 +14,7 @@
 #include "speculation_flags.h"
 #include "commands.h"
 #include "mapped_file.h"
+#include "prompt_cache.h"
 #include "ringlm/ringlm.h"
 
 namespace {
@@ -39,7 +40,12 @@ const char kUsage[] =
     "  -n, --n-predict N       max tokens per reply (default 512; 0 or -1 = until end of turn)\n"
     "      --max-prompt N      max tokens one message adds, template markers included (default:\n"
     "                          the context, --ctx)\n"
-    "      --stats             per-turn token counts and speed on stderr\n"
+    "      --prompt-cache FILE the first turn's tokens (template, --system, first message) are\n"
+    "                          a prompt as for generate --prompt-cache: the longest beginning\n"
+    "                          they share with the tokens saved in FILE is restored and only the\n"
+    "                          rest runs; after its prefill the turn is saved there. A run with\n"
+    "                          the same --system then skips it. Later turns are not cached\n"
+    "      --stats             per-turn token counts and time to the first token on stderr\n"
     "  -h, --help              this help\n";
 
 struct Chat {
@@ -51,6 +57,13 @@ struct Chat {
   uint32_t n_ctx;             // KV ring slots, for the "outgrew the context" warning
   bool stats;
   int32_t eot;                // the format's end-of-turn token, -1 if the vocabulary lacks it
+  // The settings the session was given (a --prompt-cache restore replaces them: see
+  // reapply_settings).
+  const rlm_sampling* sampling = nullptr;
+  uint32_t n_predict = 0;
+  const rlm_grammar* grammar = nullptr;
+  std::string prompt_cache = {};  // --prompt-cache FILE, "" = none
+  bool cache_tried = false;   // the cache serves the process's first turn only
   bool after_reply = false;   // the last reply ended with the end-of-turn token
   bool warned_wrap = false;
   // Turn starts, for /undo and for rewinding a failed turn: position and after_reply before it.
@@ -101,6 +114,19 @@ void rewind_to(Chat* c, const Chat::Mark& m) {
   if (m.after_reply && c->eot >= 0) rlm_session_feed_tokens(c->s, &c->eot, 1);
 }
 
+// A restored snapshot brings the saved run's sampling (and RNG), stops and max tokens and turns
+// the grammar off: give the session this run's again. They were accepted at startup, so these
+// calls cannot fail. set_sampling reseeds the RNG as at startup; prefill draws nothing from it,
+// so the reply is sampled exactly as without the cache.
+void reapply_settings(Chat* c) {
+  rlm_session_set_sampling(c->s, c->sampling);
+  rlm_session_clear_stops(c->s);
+  if (c->eot >= 0) rlm_session_add_stop_token(c->s, c->eot);
+  rlm_session_set_max_tokens(c->s, c->n_predict);
+  rlm_session_set_ignore_eos(c->s, 0);
+  if (c->grammar) rlm_session_set_grammar(c->s, c->grammar);
+}
+
 // One exchange. false when the message was skipped (reported on stderr; the session is as it
 // was before the message).
 bool run_turn(Chat* c, const std::string& user) {
@@ -131,27 +157,56 @@ bool run_turn(Chat* c, const std::string& user) {
     return false;
   }
   const Chat::Mark mark{rlm_session_position(c->s), c->after_reply};
-  rlm_status st = rlm_session_feed_tokens(c->s, ids.data(), ids.size());
-  if (st != RLM_OK) {  // nothing was queued: the session is unchanged
+  const double t0 = now_s();
+  // --prompt-cache: the first turn's tokens are the prompt; `cached` of them come from the file.
+  const bool use_cache = first && !c->prompt_cache.empty() && !c->cache_tried;
+  uint32_t cached = 0;
+  if (use_cache) {
+    c->cache_tried = true;
+    cached = prompt_cache_restore(c->prompt_cache, c->s, ids);
+    reapply_settings(c);
+  }
+  rlm_status st = rlm_session_feed_tokens(c->s, ids.data() + cached, ids.size() - cached);
+  if (st != RLM_OK) {  // nothing was queued: the session is unchanged, but for a restore
     fprintf(stderr, "ringlm chat: %s: %s; message skipped\n", rlm_status_string(st),
             rlm_session_error(c->s));
+    if (cached > 0) rewind_to(c, mark);
     return false;
   }
   c->marks.push_back(mark);
+  // Reports a failed run of the turn and rewinds to before it.
+  auto drop_turn = [&](rlm_status why) {
+    fprintf(stderr, "\nringlm chat: %s: %s; turn dropped\n", rlm_status_string(why),
+            rlm_session_error(c->s));
+    c->marks.pop_back();
+    rewind_to(c, mark);
+    fputc('\n', stdout);
+    fflush(stdout);
+    return false;
+  };
+  uint32_t evaluated = 0, generated = 0;
+  if (use_cache) {
+    // Prefill now rather than in the first step: the cache is saved from the prefilled session,
+    // before anything is sampled (as generate does).
+    if ((st = rlm_session_eval(c->s)) != RLM_OK) return drop_turn(st);
+    evaluated = static_cast<uint32_t>(ids.size() - cached);
+    fprintf(stderr, "ringlm chat: prompt cache %s: %u of %zu prompt tokens restored, %u run\n",
+            c->prompt_cache.c_str(), cached, ids.size(), evaluated);
+    if (evaluated > 0) {
+      // A snapshot cannot hold a grammar: it is set again right after (its state restarts, as
+      // at any turn's start; nothing of this turn has been sampled).
+      if (c->grammar) rlm_session_set_grammar(c->s, nullptr);
+      prompt_cache_save(c->prompt_cache, c->s, ids);
+      if (c->grammar) rlm_session_set_grammar(c->s, c->grammar);
+    }
+  }
   rlm_step_result r;
   rlm_step_result_default(&r);
-  uint32_t evaluated = 0, generated = 0;
+  double first_token_s = 0;  // from the message to its first token: restore and save included
   do {
     st = rlm_step(c->s, &r);
-    if (st != RLM_OK) {
-      fprintf(stderr, "\nringlm chat: %s: %s; turn dropped\n", rlm_status_string(st),
-              rlm_session_error(c->s));
-      c->marks.pop_back();
-      rewind_to(c, mark);
-      fputc('\n', stdout);
-      fflush(stdout);
-      return false;
-    }
+    if (st != RLM_OK) return drop_turn(st);
+    if (generated == 0) first_token_s = now_s() - t0;
     evaluated += r.n_evaluated;
     ++generated;
     fwrite(r.text, 1, r.text_len, stdout);
@@ -174,8 +229,10 @@ bool run_turn(Chat* c, const std::string& user) {
                       : r.stop == RLM_STOP_MAX_TOKENS ? "max-tokens"
                       : r.stop == RLM_STOP_GRAMMAR    ? "grammar"
                                                       : "stop-string";
-    fprintf(stderr, "[turn: %zu new tokens, %u run, %u generated, position %u, stop %s]\n",
-            ids.size(), evaluated, generated, pos, why);
+    fprintf(stderr,
+            "[turn: %zu new tokens, %u run, %u generated, position %u, stop %s] [first token %.1f "
+            "ms]\n",
+            ids.size(), evaluated, generated, pos, why, 1e3 * first_token_s);
   }
   return true;
 }
@@ -183,7 +240,7 @@ bool run_turn(Chat* c, const std::string& user) {
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
-  std::string model_path, system, tmpl_name;
+  std::string model_path, system, tmpl_name, prompt_cache;
   uint32_t n_predict = 512, max_prompt = 0;
   bool stats = false;
   SpecFlags spec;
@@ -224,6 +281,12 @@ int cmd_chat(int argc, char** argv) {
     } else if (a == "--max-prompt") {
       if (!value(&v) || !parse_u32(v.c_str(), &max_prompt) || max_prompt == 0) {
         fprintf(stderr, "ringlm chat: bad value for --max-prompt (a token count >= 1)\n");
+        return 2;
+      }
+    } else if (a == "--prompt-cache") {
+      if (!value(&prompt_cache)) return 2;
+      if (prompt_cache.empty()) {
+        fprintf(stderr, "ringlm chat: --prompt-cache needs a file name\n");
         return 2;
       }
     } else if (a == "--stats") {
@@ -314,6 +377,10 @@ int cmd_chat(int argc, char** argv) {
   rlm_session_set_max_tokens(s, n_predict);
 
   Chat chat{&model, s, format, system, max_prompt, n_ctx, stats, eot};
+  chat.sampling = &flags.sampling;
+  chat.n_predict = n_predict;
+  chat.grammar = grammar.get();
+  chat.prompt_cache = prompt_cache;
   bool skipped = false;
   const bool tty = isatty(0);
   std::string line;

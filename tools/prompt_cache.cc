@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -27,13 +28,26 @@ uint32_t prompt_cache_restore(const std::string& path, rlm_session* s,
     return 0;
   }
   memcpy(&n, b.data() + 8, 4);
-  if (b.size() < 16 + static_cast<size_t>(n) * 4) {
+  // Compared by division: n * 4 can overflow a 32-bit size_t.
+  if (n > (b.size() - 16) / 4) {
     fprintf(stderr, "ringlm: --prompt-cache %s: truncated; it will be replaced\n", path.c_str());
     return 0;
   }
-  if (n > prompt.size() || memcmp(b.data() + 16, prompt.data(), static_cast<size_t>(n) * 4) != 0) {
-    return 0;  // another prompt
+  // The common prefix of the file's tokens and the prompt.
+  uint32_t common = 0;
+  while (common < n && common < prompt.size()) {
+    int32_t t;
+    memcpy(&t, b.data() + 16 + static_cast<size_t>(common) * 4, 4);
+    if (t != prompt[common]) break;
+    ++common;
   }
+  // All of the file's tokens begin the prompt: keep them all (for an equal prompt the saved
+  // logits stand in for its last token). Otherwise keep at most all but the prompt's last token:
+  // a rewind drops the logits, so a token must be left to run.
+  const bool whole = common == n;
+  const uint32_t keep =
+      whole ? n : std::min<uint32_t>(common, static_cast<uint32_t>(prompt.size()) - 1);
+  if (keep == 0) return 0;  // another prompt
   const size_t at = 16 + static_cast<size_t>(n) * 4;
   const rlm_status st = rlm_session_restore(s, b.data() + at, b.size() - at);
   if (st != RLM_OK) {
@@ -41,7 +55,27 @@ uint32_t prompt_cache_restore(const std::string& path, rlm_session* s,
             rlm_status_string(st), rlm_session_error(s));
     return 0;
   }
-  return n;
+  // The snapshot must hold exactly the file's tokens, run (a file written by prompt_cache_save
+  // does); anything else would continue from other positions than the ones counted here.
+  if (rlm_session_position(s) != n) {
+    fprintf(stderr,
+            "ringlm: --prompt-cache %s: not used (its snapshot holds %u positions, its token list "
+            "%u); it will be replaced\n",
+            path.c_str(), rlm_session_position(s), n);
+    rlm_session_reset(s);
+    return 0;
+  }
+  if (whole) return n;
+  const rlm_status rw = rlm_session_rewind(s, keep);
+  if (rw != RLM_OK) {
+    fprintf(stderr,
+            "ringlm: --prompt-cache %s: its first %u tokens match but it cannot be rewound to "
+            "them (%s: %s); the whole prompt runs\n",
+            path.c_str(), keep, rlm_status_string(rw), rlm_session_error(s));
+    rlm_session_reset(s);
+    return 0;
+  }
+  return keep;
 }
 
 void prompt_cache_save(const std::string& path, rlm_session* s,
