@@ -1,12 +1,15 @@
 #include "prompt_cache.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
+
+#include "mapped_file.h"
 
 namespace {
 
@@ -16,20 +19,29 @@ constexpr char kMagic[8] = {'R', 'L', 'M', 'P', 'C', '0', '0', '1'};
 
 uint32_t prompt_cache_restore(const std::string& path, rlm_session* s,
                               const std::vector<int32_t>& prompt) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return 0;  // no cache yet
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string b = ss.str();
+  struct stat sb;
+  if (stat(path.c_str(), &sb) != 0 && errno == ENOENT) return 0;  // no cache yet
+  // Mapped, not read: a cache holds the whole K/V of the prompt (tens of MB), and
+  // rlm_session_restore reads it once. A writer renames a new file over it, so the mapping
+  // never sees half a file.
+  MappedFile file;
+  std::string err;
+  if (!file.open(path, &err)) {
+    fprintf(stderr, "ringlm: --prompt-cache %s: not used (%s); it will be replaced\n",
+            path.c_str(), err.c_str());
+    return 0;
+  }
+  const char* const data = static_cast<const char*>(file.data());
+  const size_t size = file.size();
   uint32_t n = 0;
-  if (b.size() < 16 || memcmp(b.data(), kMagic, 8) != 0) {
+  if (size < 16 || memcmp(data, kMagic, 8) != 0) {
     fprintf(stderr, "ringlm: --prompt-cache %s: not a prompt cache; it will be replaced\n",
             path.c_str());
     return 0;
   }
-  memcpy(&n, b.data() + 8, 4);
+  memcpy(&n, data + 8, 4);
   // Compared by division: n * 4 can overflow a 32-bit size_t.
-  if (n > (b.size() - 16) / 4) {
+  if (n > (size - 16) / 4) {
     fprintf(stderr, "ringlm: --prompt-cache %s: truncated; it will be replaced\n", path.c_str());
     return 0;
   }
@@ -37,7 +49,7 @@ uint32_t prompt_cache_restore(const std::string& path, rlm_session* s,
   uint32_t common = 0;
   while (common < n && common < prompt.size()) {
     int32_t t;
-    memcpy(&t, b.data() + 16 + static_cast<size_t>(common) * 4, 4);
+    memcpy(&t, data + 16 + static_cast<size_t>(common) * 4, 4);
     if (t != prompt[common]) break;
     ++common;
   }
@@ -49,7 +61,7 @@ uint32_t prompt_cache_restore(const std::string& path, rlm_session* s,
       whole ? n : std::min<uint32_t>(common, static_cast<uint32_t>(prompt.size()) - 1);
   if (keep == 0) return 0;  // another prompt
   const size_t at = 16 + static_cast<size_t>(n) * 4;
-  const rlm_status st = rlm_session_restore(s, b.data() + at, b.size() - at);
+  const rlm_status st = rlm_session_restore(s, data + at, size - at);
   if (st != RLM_OK) {
     fprintf(stderr, "ringlm: --prompt-cache %s: not used (%s: %s)\n", path.c_str(),
             rlm_status_string(st), rlm_session_error(s));

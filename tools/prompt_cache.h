@@ -22,10 +22,11 @@
 //    snapshot, rewound (rlm_session_rewind) to min(c, prompt.size() - 1), so one token at least
 //    is left to run and produce the logits. When that is 0 nothing is restored.
 // Returns 0 with the session unchanged when the file is absent, of another prompt (no common
-// first token), not a prompt cache, truncated, or refused by rlm_session_restore (e.g. another
-// model or config); each but the first two is reported on stderr. When the rewind is refused
-// (RLM_ERR_REWIND: the saved ring had wrapped) or the snapshot disagrees with the file's tokens,
-// it is reported, the session is reset (rlm_session_reset) and 0 returned.
+// first token), unreadable or not a regular file, not a prompt cache, truncated, or refused by
+// rlm_session_restore (e.g. another model or config); each but the first two is reported on
+// stderr. When the rewind is refused (RLM_ERR_REWIND: the saved ring had wrapped) or the
+// snapshot disagrees with the file's tokens, it is reported, the session is reset
+// (rlm_session_reset) and 0 returned.
 // A restore replaces the session's sampling parameters and RNG, stops, max tokens and
 // ignore-eos with the saved run's and turns a grammar off (a snapshot carries them; reset keeps
 // them): whenever this returns, apply the run's own settings again before stepping.
