@@ -506,7 +506,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t cmode = in.u8();
   cfg.n_ctx = in.range(2, 40);
   cfg.n_sink = in.range(0, 8) % cfg.n_ctx;
-  cfg.kv_dtype = (cmode & 1) ? RLM_KV_F16 : RLM_KV_F32;
+  cfg.kv_dtype = (cmode & 1) ? RLM_KV_F16 : (cmode & 0x20) ? RLM_KV_Q8 : RLM_KV_F32;
   cfg.n_threads = (cmode & 0x0E) == 0x0E ? 2 : 1;
   cfg.n_batch = in.range(1, 8);
   cfg.max_pending = in.range(1, 40);

@@ -112,7 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rlm_session_config_default(&c);
   c.n_ctx = in.range(8, 40);
   c.n_sink = 2;
-  c.kv_dtype = (in.u8() & 1) ? RLM_KV_F16 : RLM_KV_F32;
+  c.kv_dtype = static_cast<rlm_kv_dtype>(in.u8() % 3);  // f32, f16, q8
   c.max_pending = 64;
   c.max_stop_strings = 2;
   c.stop_string_bytes = 16;

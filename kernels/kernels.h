@@ -81,7 +81,18 @@ struct KernelTable {
   // n_rows == 0). Rows laid out as for attn_dot.
   void (*attn_accum)(const float* w, const void* v_rows, uint32_t row_stride_elems,
                      uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out);
+  // The same over int8 rows with one f32 scale per row (the q8 KV cache): row j's head_dim
+  // values are k_rows + j * row_stride_bytes, its scale s_j the float at
+  // (const uint8_t*)k_scales + j * row_stride_bytes (4-byte aligned), and its value i is
+  // s_j * k_j[i]. out[j] = scale * s_j * dot(q, k_j).
+  void (*attn_dot_q8)(const float* q, const int8_t* k_rows, const float* k_scales,
+                      uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float scale,
+                      float* out);
+  // out[i] = sum_j (w[j] * s_j) * v_j[i] (overwritten; zeros when n_rows == 0).
+  void (*attn_accum_q8)(const float* w, const int8_t* v_rows, const float* v_scales,
+                        uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float* out);
 };
+
 
 // The scalar reference: the numerical oracle every ISA kernel is tested against.
 const KernelTable* kernels_ref();

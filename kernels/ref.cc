@@ -145,6 +145,33 @@ void attn_accum_ref(const float* w, const void* v_rows, uint32_t row_stride_elem
   }
 }
 
+// Scale of row j of a q8 KV operand (see attn_dot_q8).
+float kv_q8_scale(const float* scales, size_t j, uint32_t row_stride_bytes) {
+  return *reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(scales) +
+                                         j * row_stride_bytes);
+}
+
+void attn_dot_q8_ref(const float* q, const int8_t* k_rows, const float* k_scales,
+                     uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float scale,
+                     float* out) {
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const int8_t* k = k_rows + static_cast<size_t>(j) * row_stride_bytes;
+    float score = 0.0f;
+    for (uint32_t i = 0; i < head_dim; ++i) score += q[i] * static_cast<float>(k[i]);
+    out[j] = score * (kv_q8_scale(k_scales, j, row_stride_bytes) * scale);
+  }
+}
+
+void attn_accum_q8_ref(const float* w, const int8_t* v_rows, const float* v_scales,
+                       uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float* out) {
+  memset(out, 0, head_dim * sizeof(float));
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const int8_t* v = v_rows + static_cast<size_t>(j) * row_stride_bytes;
+    const float a = w[j] * kv_q8_scale(v_scales, j, row_stride_bytes);
+    for (uint32_t i = 0; i < head_dim; ++i) out[i] += a * static_cast<float>(v[i]);
+  }
+}
+
 const KernelTable kRef = {
     "ref",
     matmul_float_ref<false>,
@@ -157,6 +184,8 @@ const KernelTable kRef = {
     swiglu_ref,
     attn_dot_ref,
     attn_accum_ref,
+    attn_dot_q8_ref,
+    attn_accum_q8_ref,
 };
 
 }  // namespace

@@ -96,7 +96,7 @@ void beam_sort(BeamCandidate* cand, uint32_t n) {
   }
 }
 
-void beam_assign_slots(BeamSearch* b, uint32_t n_next, const Hparams& hp, rlm_kv_dtype dtype) {
+void beam_assign_slots(BeamSearch* b, uint32_t n_next, const Hparams& hp) {
   memset(b->slot_taken, 0, b->max_beams);
   // First children keep their parent's slot.
   for (uint32_t j = 0; j < n_next; ++j) {
@@ -118,7 +118,7 @@ void beam_assign_slots(BeamSearch* b, uint32_t n_next, const Hparams& hp, rlm_kv
     b->next_slot[j] = free_slot;
     memcpy(b->tokens + static_cast<size_t>(free_slot) * b->max_len,
            b->tokens + static_cast<size_t>(from) * b->max_len, b->len * sizeof(int32_t));
-    beam_kv_copy(b->kv, hp, dtype, from, free_slot, b->len);
+    beam_kv_copy(b->kv, hp, from, free_slot, b->len);
     text_stream_copy(b->text[from], &b->text[free_slot]);
   }
 }

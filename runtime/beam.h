@@ -89,7 +89,7 @@ void beam_sort(BeamCandidate* cand, uint32_t n);
 // Gives each next beam j (parent row next_parent[j]) a slot: the first child of a parent keeps
 // its slot, the others take free ones, where the parent's tokens, K/V rows [0, len) and text
 // stream are copied. Fills next_slot.
-void beam_assign_slots(BeamSearch* b, uint32_t n_next, const Hparams& hp, rlm_kv_dtype dtype);
+void beam_assign_slots(BeamSearch* b, uint32_t n_next, const Hparams& hp);
 
 }  // namespace ringlm::internal
 

@@ -1,15 +1,76 @@
 #include "kv_ring.h"
 
+#include <math.h>
 #include <string.h>
+
+#include "kernels/scalar.h"
 
 namespace ringlm::internal {
 
+size_t kv_row_bytes(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim) {
+  switch (dtype) {
+    case RLM_KV_F16: return static_cast<size_t>(kv_dim) * 2;
+    case RLM_KV_Q8: return kv_scale_offset(kv_dim, kv_dim / head_dim);
+    default: return static_cast<size_t>(kv_dim) * 4;
+  }
+}
+
+void kv_encode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const float* x,
+                   void* dst) {
+  if (dtype == RLM_KV_F32) {
+    memcpy(dst, x, kv_dim * sizeof(float));
+  } else if (dtype == RLM_KV_F16) {
+    uint16_t* h = static_cast<uint16_t*>(dst);
+    for (uint32_t i = 0; i < kv_dim; ++i) h[i] = f32_to_fp16(x[i]);
+  } else {
+    int8_t* q = static_cast<int8_t*>(dst);
+    uint8_t* row = static_cast<uint8_t*>(dst);
+    for (uint32_t i = kv_dim; i < ((kv_dim + 3) & ~3u); ++i) q[i] = 0;  // padding: defined bytes
+    for (uint32_t h = 0; h < kv_dim / head_dim; ++h) {
+      const float* xh = x + static_cast<size_t>(h) * head_dim;
+      float amax = 0.0f;
+      bool finite = true;
+      for (uint32_t i = 0; i < head_dim; ++i) {
+        finite = finite && isfinite(xh[i]);
+        amax = fmaxf(amax, fabsf(xh[i]));
+      }
+      // A non-finite value (a diverged model) stores its head as zeros: converting NaN or
+      // infinity to an integer has no defined result.
+      const float scale = finite ? amax / 127.0f : 0.0f;
+      const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+      for (uint32_t i = 0; i < head_dim; ++i) {
+        q[h * head_dim + i] = static_cast<int8_t>(lrintf(xh[i] * inv));
+      }
+      memcpy(row + kv_scale_offset(kv_dim, h), &scale, sizeof scale);
+    }
+  }
+}
+
+void kv_decode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* src,
+                   float* x) {
+  if (dtype == RLM_KV_F32) {
+    memcpy(x, src, kv_dim * sizeof(float));
+  } else if (dtype == RLM_KV_F16) {
+    const uint16_t* h = static_cast<const uint16_t*>(src);
+    for (uint32_t i = 0; i < kv_dim; ++i) x[i] = fp16_to_f32(h[i]);
+  } else {
+    const int8_t* q = static_cast<const int8_t*>(src);
+    for (uint32_t h = 0; h < kv_dim / head_dim; ++h) {
+      float scale;
+      memcpy(&scale, static_cast<const uint8_t*>(src) + kv_scale_offset(kv_dim, h), sizeof scale);
+      for (uint32_t i = 0; i < head_dim; ++i) x[h * head_dim + i] = scale * q[h * head_dim + i];
+    }
+  }
+}
+
 void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t n_ctx,
-                    uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, rlm_kv_dtype dtype,
-                    uint32_t undo_cap, KvRing* r) {
+                    uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, uint32_t head_dim,
+                    rlm_kv_dtype dtype, uint32_t undo_cap, KvRing* r) {
   r->n_layers = n_layers;
   r->kv_dim = kv_dim;
+  r->head_dim = head_dim;
   r->dtype = dtype;
+  r->row_bytes = kv_row_bytes(dtype, kv_dim, head_dim);
   r->geom[kKvGlobal] = KvGeom{n_ctx, n_sink, n_ctx - n_sink};
   r->geom[kKvLocal] = KvGeom{local_slots, 0, local_slots};
   r->layer_kind = a.alloc<uint8_t>(n_layers);
@@ -19,13 +80,12 @@ void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t 
     const uint8_t kind = (local && local[l]) ? kKvLocal : kKvGlobal;
     if (r->layer_kind) {
       r->layer_kind[l] = kind;
-      r->layer_off[l] = total_slots * kv_dim;
+      r->layer_off[l] = total_slots * r->row_bytes;
     }
     total_slots += r->geom[kind].n_ctx;
   }
-  const size_t elem = dtype == RLM_KV_F16 ? 2 : 4;
-  r->k = a.alloc_2d(total_slots, kv_dim, elem, kArenaAlignment);
-  r->v = a.alloc_2d(total_slots, kv_dim, elem, kArenaAlignment);
+  r->k = a.alloc_2d(total_slots, r->row_bytes, 1, kArenaAlignment);
+  r->v = a.alloc_2d(total_slots, r->row_bytes, 1, kArenaAlignment);
   r->tokens = a.alloc<int32_t>(n_ctx);
   r->undo_cap = undo_cap;
   r->undo_pos = 0;
@@ -34,8 +94,8 @@ void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t 
   r->undo_tokens = nullptr;
   if (undo_cap > 0) {
     const uint64_t rows = static_cast<uint64_t>(undo_cap) * n_layers;
-    r->undo_k = a.alloc_2d(rows, kv_dim, elem, kArenaAlignment);
-    r->undo_v = a.alloc_2d(rows, kv_dim, elem, kArenaAlignment);
+    r->undo_k = a.alloc_2d(rows, r->row_bytes, 1, kArenaAlignment);
+    r->undo_v = a.alloc_2d(rows, r->row_bytes, 1, kArenaAlignment);
     r->undo_tokens = a.alloc<int32_t>(undo_cap);
   }
 }
@@ -46,12 +106,10 @@ namespace {
 void undo_copy(KvRing* r, uint32_t l, uint64_t pos, uint32_t j, bool save) {
   const KvGeom& g = r->geom[r->layer_kind[l]];
   if (pos < g.n_ctx) return;  // the slot never held an earlier position
-  const size_t elem = r->dtype == RLM_KV_F16 ? 2 : 4;
-  const size_t row = static_cast<size_t>(r->kv_dim) * elem;
-  const size_t ring_off = (r->layer_off[l] + static_cast<size_t>(kv_slot(g, pos)) * r->kv_dim) * elem;
+  const size_t row = r->row_bytes;
   const size_t undo_off = (static_cast<size_t>(j) * r->n_layers + l) * row;
-  uint8_t* k = static_cast<uint8_t*>(r->k) + ring_off;
-  uint8_t* v = static_cast<uint8_t*>(r->v) + ring_off;
+  uint8_t* k = kv_row(*r, r->k, l, kv_slot(g, pos));
+  uint8_t* v = kv_row(*r, r->v, l, kv_slot(g, pos));
   uint8_t* uk = static_cast<uint8_t*>(r->undo_k) + undo_off;
   uint8_t* uv = static_cast<uint8_t*>(r->undo_v) + undo_off;
   if (save) {

@@ -34,13 +34,36 @@ struct KvGeom {
 
 enum KvKind : uint8_t { kKvGlobal = 0, kKvLocal = 1 };
 
+// One slot's row of one layer (K or V), by dtype:
+//   f32, f16: kv_dim values.
+//   q8:       kv_dim int8 values (zero-padded to a multiple of 4 bytes), then n_kv_heads f32
+//             scales: value i of head h is scale[h] * q[h * head_dim + i]; symmetric, scale =
+//             amax / 127 over the head's head_dim values (per head and position). Scales sit
+//             in the row so every copy of a row (undo area, snapshots, beams) stays one memcpy.
+size_t kv_row_bytes(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim);
+// Byte offset of head h's values in a row, and (q8) of its scale.
+inline size_t kv_head_offset(rlm_kv_dtype dtype, uint32_t h, uint32_t head_dim) {
+  const size_t elem = dtype == RLM_KV_F32 ? 4 : dtype == RLM_KV_F16 ? 2 : 1;
+  return static_cast<size_t>(h) * head_dim * elem;
+}
+inline size_t kv_scale_offset(uint32_t kv_dim, uint32_t h) {
+  return ((static_cast<size_t>(kv_dim) + 3) & ~size_t{3}) + static_cast<size_t>(h) * sizeof(float);
+}
+// Stores the kv_dim floats of `x` as one row at `dst` (f16 rounding, or q8 quantization).
+void kv_encode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const float* x,
+                   void* dst);
+// The inverse (tests, tools): kv_dim floats from a row.
+void kv_decode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* src,
+                   float* x);
+
 struct KvRing {
-  uint32_t n_layers, kv_dim;
+  uint32_t n_layers, kv_dim, head_dim;
   rlm_kv_dtype dtype;
+  size_t row_bytes;       // kv_row_bytes(dtype, kv_dim, head_dim)
   KvGeom geom[2];         // [kKvGlobal], [kKvLocal] (local unused without local layers)
   uint8_t* layer_kind;    // (n_layers) KvKind of each layer
-  uint64_t* layer_off;    // (n_layers) offset, in elements, of the layer's (slots, kv_dim) block
-  void* k;                // (Σ_layers slots(layer), kv_dim) f32 or f16, rotated keys
+  uint64_t* layer_off;    // (n_layers) byte offset of the layer's (slots, row_bytes) block
+  void* k;                // (Σ_layers slots(layer), row_bytes) rows of rotated keys
   void* v;                // same shape
   int32_t* tokens;        // (geom[kKvGlobal].n_ctx) token held by each global slot
   // Undo area of speculative positions (sessions with max_draft > 0): before a pass writes
@@ -49,7 +72,7 @@ struct KvRing {
   uint32_t undo_cap;      // positions the area holds (max_draft)
   uint64_t undo_pos;      // first saved position
   uint32_t undo_n;        // saved positions: [undo_pos, undo_pos + undo_n)
-  void* undo_k;           // (undo_cap, n_layers, kv_dim) dtype: the saved key rows
+  void* undo_k;           // (undo_cap, n_layers, row_bytes): the saved key rows
   void* undo_v;           // same shape: the saved value rows
   int32_t* undo_tokens;   // (undo_cap) the saved global-slot tokens
 };
@@ -57,8 +80,13 @@ struct KvRing {
 // `local` (n_layers flags, may be null) marks sliding-window layers with `local_slots` slots.
 // `undo_cap` positions of undo area (0: none).
 void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t n_ctx,
-                    uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, rlm_kv_dtype dtype,
-                    uint32_t undo_cap, KvRing* r);
+                    uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, uint32_t head_dim,
+                    rlm_kv_dtype dtype, uint32_t undo_cap, KvRing* r);
+
+// Row of layer l's slot in `base` (kv.k or kv.v).
+inline uint8_t* kv_row(const KvRing& r, void* base, uint32_t l, uint32_t slot) {
+  return static_cast<uint8_t*>(base) + r.layer_off[l] + static_cast<size_t>(slot) * r.row_bytes;
+}
 
 // Saves the slots positions [pos, pos + n) are about to overwrite (n <= undo_cap; n below every
 // layer kind's window, so the n slots are distinct). Slots that never held a position (before the

@@ -310,8 +310,8 @@ Status session_config_from_abi(const ModelImpl& m, const rlm_session_config* c,
             "n_ctx %u out of [2, %u]", k.n_ctx, kMaxContext);
   RLM_CHECK(k.n_sink < k.n_ctx, RLM_ERR_INVALID_ARGUMENT, err, "n_sink %u must be < n_ctx %u",
             k.n_sink, k.n_ctx);
-  RLM_CHECK(kv_raw == RLM_KV_F32 || kv_raw == RLM_KV_F16, RLM_ERR_INVALID_ARGUMENT, err,
-            "unknown kv_dtype %d", kv_raw);
+  RLM_CHECK(kv_raw == RLM_KV_F32 || kv_raw == RLM_KV_F16 || kv_raw == RLM_KV_Q8,
+            RLM_ERR_INVALID_ARGUMENT, err, "unknown kv_dtype %d (f32 0, f16 1, q8 2)", kv_raw);
   k.kv_dtype = static_cast<rlm_kv_dtype>(kv_raw);
   RLM_CHECK(k.n_threads >= 1 && k.n_threads <= kMaxThreads, RLM_ERR_INVALID_ARGUMENT, err,
             "n_threads %u out of [1, %u]", k.n_threads, kMaxThreads);
@@ -693,7 +693,7 @@ Status session_beam_search(SessionImpl* s, const rlm_beam_params* p, rlm_beam_re
     }
     if (n_next == 0) break;
     // Place the next beams (forks copy their parent first), then append each one's token.
-    beam_assign_slots(&b, n_next, s->model->hp, kv.dtype);
+    beam_assign_slots(&b, n_next, s->model->hp);
     for (uint32_t j = 0; j < n_next; ++j) {
       const uint32_t slot = b.next_slot[j];
       int32_t* seq = b.tokens + static_cast<size_t>(slot) * b.max_len;

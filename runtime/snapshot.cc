@@ -89,7 +89,9 @@ struct Io {
   }
 };
 
-size_t elem_bytes(uint32_t dtype) { return dtype == RLM_KV_F16 ? 2 : 4; }
+const char* kv_dtype_name(uint32_t dtype) {
+  return dtype == RLM_KV_F32 ? "f32" : dtype == RLM_KV_F16 ? "f16" : dtype == RLM_KV_Q8 ? "q8" : "unknown";
+}
 
 // The body, in order. In kSave / kMeasure `s` is read; in kRestore it is written (after
 // everything was checked).
@@ -130,15 +132,14 @@ void body(SessionImpl* s, const Header& h, Io& io) {
   }
   // K and V rows of the live positions, layer by layer.
   KvRing& kv = s->tf.kv;
-  const size_t row = static_cast<size_t>(h.kv_dim) * elem_bytes(h.kv_dtype);
+  const size_t row = kv.row_bytes;  // restore checked that the dtypes and kv_dim agree
   for (uint32_t l = 0; l < h.n_layers; ++l) {
     const uint32_t kind = kv.layer_kind[l];
     const Live live{h.n_past, h.ring_ctx[kind], h.ring_sink[kind]};
     const KvGeom& g = kv.geom[kind];
     for (void* base : {kv.k, kv.v}) {
-      uint8_t* layer = static_cast<uint8_t*>(base) + kv.layer_off[l] * elem_bytes(h.kv_dtype);
       for (uint32_t i = 0; i < live.count(); ++i) {
-        io.raw(layer + static_cast<size_t>(kv_slot(g, live.at(i))) * row, row);
+        io.raw(kv_row(kv, base, l, kv_slot(g, live.at(i))), row);
       }
     }
   }
@@ -372,8 +373,8 @@ Status snapshot_restore(SessionImpl* s, const void* in, size_t n) {
                 h.n_layers == m.hp.n_layers && h.kv_dim == kv.kv_dim,
             RLM_ERR_SNAPSHOT_MISMATCH, &err, "the snapshot was taken with another model");
   RLM_CHECK(h.kv_dtype == static_cast<uint32_t>(kv.dtype), RLM_ERR_SNAPSHOT_MISMATCH, &err,
-            "the snapshot's KV cache is %s, this session's %s", h.kv_dtype == RLM_KV_F16 ? "f16" : "f32",
-            kv.dtype == RLM_KV_F16 ? "f16" : "f32");
+            "the snapshot's KV cache is %s, this session's %s", kv_dtype_name(h.kv_dtype),
+            kv_dtype_name(kv.dtype));
   RLM_CHECK(h.sampler_bytes == sizeof(SamplerParams), RLM_ERR_SNAPSHOT_MISMATCH, &err,
             "the snapshot was saved by another build of the library (sampler state of %u bytes, "
             "this build's %zu)",

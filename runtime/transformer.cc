@@ -57,13 +57,40 @@ void embed(const Transformer* t, int32_t token, float* out) {
   }
 }
 
+// Row `row` of beam slot `slot` in layer l.
+void* beam_row(const BeamKv& b, void* base, uint32_t l, uint32_t slot, uint32_t row) {
+  const size_t idx = (static_cast<size_t>(l) * b.max_beams + slot) * b.max_len + row;
+  return static_cast<uint8_t*>(base) + idx * b.row_bytes;
+}
+
 void kv_store(const KvRing& kv, void* base, uint32_t l, uint32_t slot, const float* row) {
-  const size_t idx = kv.layer_off[l] + static_cast<size_t>(slot) * kv.kv_dim;
-  if (kv.dtype == RLM_KV_F32) {
-    memcpy(static_cast<float*>(base) + idx, row, kv.kv_dim * sizeof(float));
+  kv_encode_row(kv.dtype, kv.kv_dim, kv.head_dim, row, kv_row(kv, base, l, slot));
+}
+
+// out[j] = scale * q · K_j for the n rows starting at `rows` (row j at rows + j * row_bytes),
+// K_j = key head h_kv of that row, in the ring's dtype.
+void kv_scores(const KernelTable* k, const KvRing& kv, const float* q, const uint8_t* rows,
+               uint32_t h_kv, uint32_t n, float scale, float* out) {
+  const uint8_t* p = rows + kv_head_offset(kv.dtype, h_kv, kv.head_dim);
+  if (kv.dtype == RLM_KV_Q8) {
+    k->attn_dot_q8(q, reinterpret_cast<const int8_t*>(p),
+                   reinterpret_cast<const float*>(rows + kv_scale_offset(kv.kv_dim, h_kv)),
+                   static_cast<uint32_t>(kv.row_bytes), n, kv.head_dim, scale, out);
   } else {
-    uint16_t* h = static_cast<uint16_t*>(base) + idx;
-    for (uint32_t i = 0; i < kv.kv_dim; ++i) h[i] = f32_to_fp16(row[i]);
+    k->attn_dot(q, p, kv.kv_dim, n, kv.head_dim, kv.dtype == RLM_KV_F16, scale, out);
+  }
+}
+
+// out = Σ_j w[j] V_j over the n rows starting at `rows`, V_j = value head h_kv of row j.
+void kv_mix(const KernelTable* k, const KvRing& kv, const float* w, const uint8_t* rows,
+            uint32_t h_kv, uint32_t n, float* out) {
+  const uint8_t* p = rows + kv_head_offset(kv.dtype, h_kv, kv.head_dim);
+  if (kv.dtype == RLM_KV_Q8) {
+    k->attn_accum_q8(w, reinterpret_cast<const int8_t*>(p),
+                     reinterpret_cast<const float*>(rows + kv_scale_offset(kv.kv_dim, h_kv)),
+                     static_cast<uint32_t>(kv.row_bytes), n, kv.head_dim, out);
+  } else {
+    k->attn_accum(w, p, kv.kv_dim, n, kv.head_dim, kv.dtype == RLM_KV_F16, out);
   }
 }
 
@@ -152,25 +179,23 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   float* qrot = t->qrot + static_cast<size_t>(scratch) * hd;
   float* qsink = t->qsink + static_cast<size_t>(scratch) * hd;
   float* att = t->att + static_cast<size_t>(scratch) * kv.geom[kKvGlobal].n_ctx;
-  const bool f16 = kv.dtype == RLM_KV_F16;
-  const size_t elem = f16 ? 2 : 4;
-  const uint8_t* kbase = static_cast<const uint8_t*>(kv.k) + kv.layer_off[l] * elem;
-  const uint8_t* vbase = static_cast<const uint8_t*>(kv.v) + kv.layer_off[l] * elem;
+  const uint8_t* kbase = kv_row(kv, kv.k, l, 0);
+  const uint8_t* vbase = kv_row(kv, kv.v, l, 0);
   for (uint32_t h = h0; h < h1; ++h) {
-    const size_t koff = static_cast<size_t>(h / group) * hd * elem;
+    const uint32_t hk = h / group;
     rope(q + h * hd, qrot, cs, hd, hp.rope_style);
     // Sink slots [0, n_sink) see the query rotated at the sink position once the ring wrapped.
     const uint32_t n_sinks = sink_pos != pos ? (g.n_sink < visible ? g.n_sink : visible) : 0;
     if (n_sinks) {
       // Only global layers have sinks, and their sink position is always n_ctx - 1.
       rope(q + h * hd, qsink, t->rope_sink, hd, hp.rope_style);
-      t->k->attn_dot(qsink, kbase + koff, kv.kv_dim, n_sinks, hd, f16, scale, att);
+      kv_scores(t->k, kv, qsink, kbase, hk, n_sinks, scale, att);
     }
-    t->k->attn_dot(qrot, kbase + koff + static_cast<size_t>(n_sinks) * kv.kv_dim * elem,
-                   kv.kv_dim, visible - n_sinks, hd, f16, scale, att + n_sinks);
+    kv_scores(t->k, kv, qrot, kbase + n_sinks * kv.row_bytes, hk, visible - n_sinks, scale,
+              att + n_sinks);
     if (cap > 0.0f) soft_cap(att, visible, cap);
     t->k->softmax(att, visible);
-    t->k->attn_accum(att, vbase + koff, kv.kv_dim, visible, hd, f16, out + h * hd);
+    kv_mix(t->k, kv, att, vbase, hk, visible, out + h * hd);
   }
 }
 
@@ -188,24 +213,20 @@ void attend_beam_heads(Transformer* t, uint32_t l, const float* q, const float* 
   float* qrot = t->qrot + static_cast<size_t>(scratch) * hd;
   float* tmp = t->kbuf + static_cast<size_t>(scratch) * hd;
   float* att = t->att + static_cast<size_t>(scratch) * kv.geom[kKvGlobal].n_ctx;
-  const bool f16 = kv.dtype == RLM_KV_F16;
-  const size_t elem = f16 ? 2 : 4;
-  const uint8_t* kbase = static_cast<const uint8_t*>(kv.k) + kv.layer_off[l] * elem;
-  const uint8_t* vbase = static_cast<const uint8_t*>(kv.v) + kv.layer_off[l] * elem;
-  const size_t beam_off =
-      ((static_cast<size_t>(l) * b.kv->max_beams + slot) * b.kv->max_len) * kv.kv_dim * elem;
-  const uint8_t* bk = static_cast<const uint8_t*>(b.kv->k) + beam_off;
-  const uint8_t* bv = static_cast<const uint8_t*>(b.kv->v) + beam_off;
+  const uint8_t* kbase = kv_row(kv, kv.k, l, 0);
+  const uint8_t* vbase = kv_row(kv, kv.v, l, 0);
+  const uint8_t* bk = static_cast<const uint8_t*>(beam_row(*b.kv, b.kv->k, l, slot, 0));
+  const uint8_t* bv = static_cast<const uint8_t*>(beam_row(*b.kv, b.kv->v, l, slot, 0));
   for (uint32_t h = h0; h < h1; ++h) {
-    const size_t koff = static_cast<size_t>(h / group) * hd * elem;
+    const uint32_t hk = h / group;
     rope(q + h * hd, qrot, cs, hd, hp.rope_style);
-    t->k->attn_dot(qrot, kbase + koff, kv.kv_dim, b.prefix, hd, f16, hp.attn_scale, att);
-    t->k->attn_dot(qrot, bk + koff, kv.kv_dim, own, hd, f16, hp.attn_scale, att + b.prefix);
+    kv_scores(t->k, kv, qrot, kbase, hk, b.prefix, hp.attn_scale, att);
+    kv_scores(t->k, kv, qrot, bk, hk, own, hp.attn_scale, att + b.prefix);
     if (hp.attn_softcap > 0.0f) soft_cap(att, visible, hp.attn_softcap);
     t->k->softmax(att, visible);
     float* o = out + h * hd;
-    t->k->attn_accum(att, vbase + koff, kv.kv_dim, b.prefix, hd, f16, o);
-    t->k->attn_accum(att + b.prefix, bv + koff, kv.kv_dim, own, hd, f16, tmp);
+    kv_mix(t->k, kv, att, vbase, hk, b.prefix, o);
+    kv_mix(t->k, kv, att + b.prefix, bv, hk, own, tmp);
     for (uint32_t i = 0; i < hd; ++i) o[i] += tmp[i];
   }
 }
@@ -248,14 +269,6 @@ void attend(Transformer* t, uint32_t l, const float* q, uint64_t pos, const floa
   }
 }
 
-// Row `row` of beam slot `slot` in layer l.
-void* beam_row(const BeamKv& b, void* base, uint32_t l, uint32_t slot, uint32_t row,
-               uint32_t kv_dim, size_t elem) {
-  const size_t idx =
-      ((static_cast<size_t>(l) * b.max_beams + slot) * b.max_len + row) * kv_dim;
-  return static_cast<uint8_t*>(base) + idx * elem;
-}
-
 }  // namespace
 
 void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_sink,
@@ -275,7 +288,7 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   const uint32_t local_slots =
       hp.has_local_layers && hp.sliding_window < n_ctx ? hp.sliding_window : n_ctx;
   kv_ring_layout(a, hp.n_layers, hp.layer_is_local, n_ctx, n_sink, local_slots, hp.kv_dim,
-                 kv_dtype, max_draft, &t->kv);
+                 hp.head_dim, kv_dtype, max_draft, &t->kv);
   const uint32_t wide = hp.dim > hp.q_dim ? hp.dim : hp.q_dim;
   t->x = static_cast<float*>(a.alloc_2d(n_batch, hp.dim, sizeof(float), kArenaAlignment));
   t->xb = static_cast<float*>(a.alloc_2d(n_batch, wide, sizeof(float), kArenaAlignment));
@@ -306,23 +319,20 @@ void beam_kv_layout(Arena& a, const Hparams& hp, rlm_kv_dtype dtype, uint32_t ma
   b->max_beams = max_beams;
   b->max_len = max_len;
   b->k = b->v = nullptr;
+  b->row_bytes = kv_row_bytes(dtype, hp.kv_dim, hp.head_dim);
   if (max_beams == 0 || max_len == 0) return;
   const uint64_t rows = static_cast<uint64_t>(hp.n_layers) * max_beams * max_len;
-  const size_t elem = dtype == RLM_KV_F16 ? 2 : 4;
-  b->k = a.alloc_2d(rows, hp.kv_dim, elem, kArenaAlignment);
-  b->v = a.alloc_2d(rows, hp.kv_dim, elem, kArenaAlignment);
+  b->k = a.alloc_2d(rows, b->row_bytes, 1, kArenaAlignment);
+  b->v = a.alloc_2d(rows, b->row_bytes, 1, kArenaAlignment);
 }
 
-void beam_kv_copy(const BeamKv& b, const Hparams& hp, rlm_kv_dtype dtype, uint32_t from,
-                  uint32_t to, uint32_t n_rows) {
+void beam_kv_copy(const BeamKv& b, const Hparams& hp, uint32_t from, uint32_t to,
+                  uint32_t n_rows) {
   if (n_rows == 0 || from == to) return;
-  const size_t elem = dtype == RLM_KV_F16 ? 2 : 4;
-  const size_t bytes = static_cast<size_t>(n_rows) * hp.kv_dim * elem;
+  const size_t bytes = static_cast<size_t>(n_rows) * b.row_bytes;
   for (uint32_t l = 0; l < hp.n_layers; ++l) {
-    memcpy(beam_row(b, b.k, l, to, 0, hp.kv_dim, elem), beam_row(b, b.k, l, from, 0, hp.kv_dim, elem),
-           bytes);
-    memcpy(beam_row(b, b.v, l, to, 0, hp.kv_dim, elem), beam_row(b, b.v, l, from, 0, hp.kv_dim, elem),
-           bytes);
+    memcpy(beam_row(b, b.k, l, to, 0), beam_row(b, b.k, l, from, 0), bytes);
+    memcpy(beam_row(b, b.v, l, to, 0), beam_row(b, b.v, l, from, 0), bytes);
   }
 }
 
@@ -417,19 +427,11 @@ bool forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
       if (beam) {
         // The beam slot's row, in the ring's dtype (as kv_store would round it).
         const BeamKv& b = *beam->kv;
-        const size_t elem = t->kv.dtype == RLM_KV_F16 ? 2 : 4;
         const float* vr = t->vt + static_cast<size_t>(i) * hp.kv_dim;
-        void* kd = beam_row(b, b.k, l, beam->slot[i], beam->row, hp.kv_dim, elem);
-        void* vd = beam_row(b, b.v, l, beam->slot[i], beam->row, hp.kv_dim, elem);
-        if (elem == 4) {
-          memcpy(kd, kr, hp.kv_dim * sizeof(float));
-          memcpy(vd, vr, hp.kv_dim * sizeof(float));
-        } else {
-          for (uint32_t e = 0; e < hp.kv_dim; ++e) {
-            static_cast<uint16_t*>(kd)[e] = f32_to_fp16(kr[e]);
-            static_cast<uint16_t*>(vd)[e] = f32_to_fp16(vr[e]);
-          }
-        }
+        kv_encode_row(t->kv.dtype, hp.kv_dim, hp.head_dim, kr,
+                      beam_row(b, b.k, l, beam->slot[i], beam->row));
+        kv_encode_row(t->kv.dtype, hp.kv_dim, hp.head_dim, vr,
+                      beam_row(b, b.v, l, beam->slot[i], beam->row));
         attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos, cs,
                t->xb + static_cast<size_t>(i) * hp.q_dim, beam, beam->slot[i]);
         continue;

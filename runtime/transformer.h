@@ -78,9 +78,10 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
 // a beam that continues its parent keeps the parent's slot, so reordering copies only the rows of
 // beams that fork (beam.h).
 struct BeamKv {
-  void* k;                  // (n_layers, max_beams, max_len, kv_dim)
+  void* k;                  // (n_layers, max_beams, max_len, row_bytes): rows as in the ring
   void* v;                  // same
   uint32_t max_beams, max_len;
+  size_t row_bytes;         // the ring's kv_row_bytes
 };
 
 // One beam step for forward: token i is the next token of the beam in slot slot[i]; every token
@@ -99,8 +100,8 @@ void beam_kv_layout(Arena& a, const Hparams& hp, rlm_kv_dtype dtype, uint32_t ma
                     uint32_t max_len, BeamKv* b);
 
 // Copies rows [0, n_rows) of slot `from` to slot `to` in every layer (K and V).
-void beam_kv_copy(const BeamKv& b, const Hparams& hp, rlm_kv_dtype dtype, uint32_t from,
-                  uint32_t to, uint32_t n_rows);
+void beam_kv_copy(const BeamKv& b, const Hparams& hp, uint32_t from, uint32_t to,
+                  uint32_t n_rows);
 
 // Resolves the weight views of a verified model (init only; never fails after model_open).
 void transformer_bind(const ModelImpl& m, Transformer* t);

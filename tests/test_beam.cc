@@ -350,18 +350,21 @@ TEST(Beam, ThreadsAndKvF16ChangeNothingButRounding) {
       }
     }
   }
-  // An f16 ring: beams store their rows in f16 too; the width-1 search is still greedy.
-  rlm_session_config c = beam_config(256, 2, 24);
-  c.kv_dtype = RLM_KV_F16;
-  TestSession ts;
-  ASSERT_EQ(ts.init(&o.model, c), RLM_OK);
-  std::vector<int32_t> g;
-  greedy(ts.s, "hello world", 24, &g);
-  rlm_session_reset(ts.s);
-  ASSERT_EQ(rlm_session_feed_text(ts.s, "hello world", 11), RLM_OK);
-  const std::vector<Hyp> h = search(ts.s, 1, 24, 0.0f, 1);
-  ASSERT_EQ(h.size(), 1u);
-  EXPECT_EQ(h[0].tokens, g);
+  // f16 and q8 rings: beams store their rows in the ring's dtype too; the width-1 search is
+  // still greedy.
+  for (rlm_kv_dtype kv : {RLM_KV_F16, RLM_KV_Q8}) {
+    rlm_session_config c = beam_config(256, 2, 24);
+    c.kv_dtype = kv;
+    TestSession ts;
+    ASSERT_EQ(ts.init(&o.model, c), RLM_OK);
+    std::vector<int32_t> g;
+    greedy(ts.s, "hello world", 24, &g);
+    rlm_session_reset(ts.s);
+    ASSERT_EQ(rlm_session_feed_text(ts.s, "hello world", 11), RLM_OK);
+    const std::vector<Hyp> h = search(ts.s, 1, 24, 0.0f, 1);
+    ASSERT_EQ(h.size(), 1u);
+    EXPECT_EQ(h[0].tokens, g) << "kv dtype " << kv;
+  }
 }
 
 TEST(Beam, ErrorsAreNamed) {

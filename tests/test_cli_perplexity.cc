@@ -206,6 +206,38 @@ TEST(CliPerplexityShared, TinyStories656kMatchesLlamaCpp) {
   EXPECT_EQ(running_count(out), 2u) << out;
 }
 
+// The int8 KV cache (#17): perplexity within 1 % of f32 KV on a real model and text, by the CLI.
+TEST(CliPerplexityShared, KvQ8WithinOnePercentOfF32Kv) {
+  const std::string gguf = shared_path("models/tinystories-656k/TinyStories-656K.f16.gguf");
+  const std::string here = __FILE__;
+  const std::string text = here.substr(0, here.rfind('/')) + "/data/ppl-stories.txt";
+  if (gguf.empty()) GTEST_SKIP() << "../shared TinyStories-656K f16 GGUF absent";
+  const std::string dir = temp_dir();
+  std::string out;
+  ASSERT_EQ(run_command(ringlm_bin() + " convert " + gguf + " --quant f16 -o " + dir +
+                            "/ts.rlm 2>&1",
+                        &out),
+            0)
+      << out;
+  double ppl[3];
+  const char* kv[3] = {"f32", "f16", "q8"};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(run_command(ringlm_bin() + " perplexity -m " + dir + "/ts.rlm -f " + text +
+                              " -c 256 --kv " + kv[i] + " 2>&1",
+                          &out),
+              0)
+        << out;
+    ppl[i] = final_ppl(out);
+    ASSERT_TRUE(std::isfinite(ppl[i])) << out;
+  }
+  printf("[perplexity] TinyStories-656K f16, ppl-stories.txt, ctx 256: KV f32 %.4f, f16 %.4f "
+         "(%+.4f %%), q8 %.4f (%+.4f %%)\n",
+         ppl[0], ppl[1], 100.0 * (ppl[1] / ppl[0] - 1.0), ppl[2], 100.0 * (ppl[2] / ppl[0] - 1.0));
+  EXPECT_NEAR(ppl[1], ppl[0], 0.001 * ppl[0]);
+  EXPECT_NEAR(ppl[2], ppl[0], 0.01 * ppl[0]);
+  EXPECT_NE(ppl[2], ppl[0]) << "q8 KV should round (else the option did nothing)";
+}
+
 // generate --logprobs: one JSON object per token; greedy picks the top alternative, whose
 // sampler probability is 1, and the tokens are those of the plain run.
 TEST_F(CliPerplexity, GenerateLogprobsPrintsJsonPerToken) {

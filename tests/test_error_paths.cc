@@ -229,7 +229,7 @@ TEST_F(ErrorPaths, SessionMemoryAndInitRejectBadArguments) {
       {"n_ctx 1", [](rlm_session_config* c) { c->n_ctx = 1; }, RLM_ERR_INVALID_ARGUMENT},
       {"n_ctx huge", [](rlm_session_config* c) { c->n_ctx = (1u << 24) + 1; }, RLM_ERR_INVALID_ARGUMENT},
       {"n_sink = n_ctx", [](rlm_session_config* c) { c->n_sink = c->n_ctx; }, RLM_ERR_INVALID_ARGUMENT},
-      {"kv_dtype 2", [](rlm_session_config* c) { c->kv_dtype = static_cast<rlm_kv_dtype>(2); },
+      {"kv_dtype 3", [](rlm_session_config* c) { c->kv_dtype = static_cast<rlm_kv_dtype>(3); },
        RLM_ERR_INVALID_ARGUMENT},
       {"kv_dtype -1", [](rlm_session_config* c) { c->kv_dtype = static_cast<rlm_kv_dtype>(-1); },
        RLM_ERR_INVALID_ARGUMENT},

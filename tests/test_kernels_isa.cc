@@ -12,6 +12,8 @@
 //   matmul_f32 / matmul_f16      |y - ref| <= 1e-5 * sum_c |w_c x_c|
 //   attn_dot                     |out - ref| <= 1e-5 * scale * sum_i |q_i k_i|
 //   attn_accum                   |out - ref| <= 1e-5 * sum_j |w_j v_ji|
+//   attn_dot_q8, attn_accum_q8   the same bounds over the rows' values s_j * k_j[i]; the
+//                                reference also against the float64 math
 //   rmsnorm                      relative 1e-5 per value (the mean square is reordered)
 //   softmax, swiglu              relative 1e-5 per value + 1e-30 absolute (vector exp ~1-2 ulp)
 // Output rows outside [r0, r1) must stay untouched.
@@ -477,6 +479,94 @@ TEST_P(KernelsIsa, AttnAccum) {
   }
 }
 
+// q8 KV rows: (stride bytes) = head_dim int8 values at the row start, the row's f32 scale at
+// scale_off, as the ring stores them (kv_ring.h); the stride is a multiple of 4 (the ring pads
+// its rows so scales stay aligned) with other heads' bytes between rows.
+struct Q8Rows {
+  std::vector<uint32_t> storage;  // 4-byte aligned
+  uint32_t stride = 0, scale_off = 0;
+  uint8_t* base() { return reinterpret_cast<uint8_t*>(storage.data()); }
+  const int8_t* values() { return reinterpret_cast<const int8_t*>(base()); }
+  const float* scales() { return reinterpret_cast<const float*>(base() + scale_off); }
+  int8_t value(uint32_t j, uint32_t i) { return values()[size_t{j} * stride + i]; }
+  float scale(uint32_t j) {
+    float f;
+    memcpy(&f, base() + size_t{j} * stride + scale_off, 4);
+    return f;
+  }
+};
+
+Q8Rows random_q8_rows(std::mt19937& rng, uint32_t rows, uint32_t hd) {
+  Q8Rows r;
+  r.scale_off = (hd * 3 + 3) / 4 * 4;
+  r.stride = r.scale_off + 8;
+  r.storage.assign((size_t{rows} * r.stride + 3) / 4 + 1, 0);
+  std::uniform_int_distribution<int> v(-127, 127);
+  std::uniform_real_distribution<float> sc(1e-3f, 0.1f);
+  for (uint32_t j = 0; j < rows; ++j) {
+    uint8_t* row = r.base() + size_t{j} * r.stride;
+    for (uint32_t i = 0; i < r.scale_off; ++i) row[i] = static_cast<uint8_t>(v(rng));
+    const float s = sc(rng);
+    memcpy(row + r.scale_off, &s, 4);
+  }
+  // Extremes in the first row: every code at its limits.
+  if (rows > 0) {
+    for (uint32_t i = 0; i < hd; ++i) r.base()[i] = static_cast<uint8_t>(i % 2 ? -127 : 127);
+  }
+  return r;
+}
+
+TEST_P(KernelsIsa, AttnDotQ8) {
+  std::mt19937 rng(29);
+  for (uint32_t hd : {1u, 7u, 8u, 13u, 16u, 32u, 64u, 80u, 128u, 256u}) {
+    for (uint32_t rows : {0u, 1u, 2u, 3u, 4u, 5u, 9u, 37u, 130u}) {
+      Q8Rows k = random_q8_rows(rng, rows, hd);
+      const std::vector<float> q = normal(rng, hd, 1.0f);
+      const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+      std::vector<float> o(rows + 1, kSentinel), orf(rows + 1, kSentinel);
+      k_->attn_dot_q8(q.data(), k.values(), k.scales(), k.stride, rows, hd, scale, o.data());
+      ref_->attn_dot_q8(q.data(), k.values(), k.scales(), k.stride, rows, hd, scale, orf.data());
+      ASSERT_EQ(o[rows], kSentinel);
+      for (uint32_t j = 0; j < rows; ++j) {
+        double mag = 0, exact = 0;
+        for (uint32_t i = 0; i < hd; ++i) {
+          mag += fabs(double{q[i]} * k.value(j, i));
+          exact += double{q[i]} * k.value(j, i);
+        }
+        const double s = double{k.scale(j)} * scale;
+        ASSERT_NEAR(o[j], orf[j], 1e-5 * s * mag) << "hd " << hd << " rows " << rows;
+        // And the reference is the math: scale * s_j * q . k_j.
+        ASSERT_NEAR(orf[j], exact * s, 1e-5 * s * mag) << "hd " << hd << " rows " << rows;
+      }
+    }
+  }
+}
+
+TEST_P(KernelsIsa, AttnAccumQ8) {
+  std::mt19937 rng(31);
+  for (uint32_t hd : {1u, 7u, 8u, 16u, 32u, 33u, 64u, 80u, 128u, 256u}) {
+    for (uint32_t rows : {0u, 1u, 2u, 3u, 5u, 9u, 37u, 130u}) {
+      Q8Rows v = random_q8_rows(rng, rows, hd);
+      std::vector<float> w = normal(rng, rows, 1.0f);
+      for (float& x : w) x = fabsf(x);
+      std::vector<float> o(hd + 1, kSentinel), orf(hd + 1, kSentinel);
+      k_->attn_accum_q8(w.data(), v.values(), v.scales(), v.stride, rows, hd, o.data());
+      ref_->attn_accum_q8(w.data(), v.values(), v.scales(), v.stride, rows, hd, orf.data());
+      ASSERT_EQ(o[hd], kSentinel);
+      for (uint32_t i = 0; i < hd; ++i) {
+        double mag = 0, exact = 0;
+        for (uint32_t j = 0; j < rows; ++j) {
+          const double term = double{w[j]} * v.scale(j) * v.value(j, i);
+          mag += fabs(term);
+          exact += term;
+        }
+        ASSERT_NEAR(o[i], orf[i], 1e-5 * mag) << "hd " << hd << " rows " << rows;
+        ASSERT_NEAR(orf[i], exact, 1e-5 * mag) << "hd " << hd << " rows " << rows;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, KernelsIsa, ::testing::ValuesIn(isa_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KernelsIsa);
@@ -509,7 +599,7 @@ TEST(KernelsSelect, OverridesAndAvailability) {
     const KernelTable* t = all[i];
     EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 &&
                 t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
-                t->attn_accum)
+                t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8)
         << t->name;
   }
 }

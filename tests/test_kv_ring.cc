@@ -1,10 +1,14 @@
 // Unit tests for the KV ring's slot arithmetic and layout (runtime/kv_ring.h): which slot holds a
-// position, how many slots a query sees, when the ring has wrapped, and per-layer offsets for
-// mixed global / sliding-window layers.
+// position, how many slots a query sees, when the ring has wrapped, per-layer offsets for
+// mixed global / sliding-window layers, and the rows of each dtype (q8 quantization).
 #include "kv_ring.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
+#include <algorithm>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -57,20 +61,21 @@ TEST(KvRing, LayoutOffsetsAndWrapPerLayerKind) {
   const uint32_t kv_dim = 3;
   Arena measure(nullptr, 0);
   KvRing m{};
-  kv_ring_layout(measure, 4, local, 10, 2, 4, kv_dim, RLM_KV_F16, 0, &m);
+  kv_ring_layout(measure, 4, local, 10, 2, 4, kv_dim, kv_dim, RLM_KV_F16, 0, &m);
   ASSERT_TRUE(measure.ok());
   std::vector<uint64_t> storage(measure.used() / 8 + 16);
   uint8_t* base = reinterpret_cast<uint8_t*>(storage.data());
   base += (kArenaAlignment - reinterpret_cast<uintptr_t>(base) % kArenaAlignment) % kArenaAlignment;
   Arena carve(base, measure.used());
   KvRing r{};
-  kv_ring_layout(carve, 4, local, 10, 2, 4, kv_dim, RLM_KV_F16, 0, &r);
+  kv_ring_layout(carve, 4, local, 10, 2, 4, kv_dim, kv_dim, RLM_KV_F16, 0, &r);
   ASSERT_TRUE(carve.ok());
   EXPECT_EQ(carve.used(), measure.used());
   EXPECT_EQ(r.geom[kKvGlobal].window, 8u);
   EXPECT_EQ(r.geom[kKvLocal].n_sink, 0u);
   EXPECT_EQ(r.geom[kKvLocal].n_ctx, 4u);
-  const uint64_t expect_off[4] = {0, 10 * kv_dim, 14 * kv_dim, 24 * kv_dim};
+  EXPECT_EQ(r.row_bytes, kv_dim * 2u);
+  const uint64_t expect_off[4] = {0, 10 * r.row_bytes, 14 * r.row_bytes, 24 * r.row_bytes};
   for (uint32_t l = 0; l < 4; ++l) {
     EXPECT_EQ(r.layer_kind[l], local[l] ? kKvLocal : kKvGlobal);
     EXPECT_EQ(r.layer_off[l], expect_off[l]) << "layer " << l;
@@ -85,12 +90,68 @@ TEST(KvRing, LayoutOffsetsAndWrapPerLayerKind) {
   KvRing g{};
   uint8_t kinds[2];
   uint64_t offs[2];
-  kv_ring_layout(m2, 2, nullptr, 10, 2, 4, kv_dim, RLM_KV_F32, 0, &g);
+  kv_ring_layout(m2, 2, nullptr, 10, 2, 4, kv_dim, kv_dim, RLM_KV_F32, 0, &g);
   g.layer_kind = kinds;
   g.layer_off = offs;
   kinds[0] = kinds[1] = kKvGlobal;
   EXPECT_FALSE(kv_wrapped(g, 10));
   EXPECT_TRUE(kv_wrapped(g, 11));
+}
+
+TEST(KvRing, RowBytesPerDtype) {
+  // SmolLM2-135M: 3 KV heads of 64.
+  EXPECT_EQ(kv_row_bytes(RLM_KV_F32, 192, 64), 768u);
+  EXPECT_EQ(kv_row_bytes(RLM_KV_F16, 192, 64), 384u);
+  EXPECT_EQ(kv_row_bytes(RLM_KV_Q8, 192, 64), 192u + 3 * 4);
+  // Values padded to 4 bytes so the scales stay aligned: 2 heads of 7 -> 14 + 2 pad + 2 scales.
+  EXPECT_EQ(kv_row_bytes(RLM_KV_Q8, 14, 7), 16u + 8);
+  EXPECT_EQ(kv_scale_offset(14, 1), 20u);
+  EXPECT_EQ(kv_head_offset(RLM_KV_Q8, 1, 7), 7u);
+  EXPECT_EQ(kv_head_offset(RLM_KV_F16, 1, 7), 14u);
+}
+
+TEST(KvRing, Q8RowsRoundTripWithinHalfAStep) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  const uint32_t hd = 7, heads = 3, kv_dim = hd * heads;
+  std::vector<float> x(kv_dim), y(kv_dim);
+  for (int round = 0; round < 50; ++round) {
+    for (float& v : x) v = nd(rng);
+    if (round == 1) std::fill(x.begin(), x.begin() + hd, 0.0f);  // an all-zero head
+    std::vector<uint8_t> row(kv_row_bytes(RLM_KV_Q8, kv_dim, hd), 0xee);
+    kv_encode_row(RLM_KV_Q8, kv_dim, hd, x.data(), row.data());
+    // Padding bytes are written (a snapshot of the row holds defined bytes).
+    for (uint32_t i = kv_dim; i < kv_scale_offset(kv_dim, 0); ++i) EXPECT_EQ(row[i], 0u);
+    kv_decode_row(RLM_KV_Q8, kv_dim, hd, row.data(), y.data());
+    for (uint32_t h = 0; h < heads; ++h) {
+      float amax = 0;
+      for (uint32_t i = 0; i < hd; ++i) amax = std::max(amax, fabsf(x[h * hd + i]));
+      float scale;
+      memcpy(&scale, row.data() + kv_scale_offset(kv_dim, h), 4);
+      EXPECT_FLOAT_EQ(scale, amax / 127.0f);
+      for (uint32_t i = 0; i < hd; ++i) {
+        EXPECT_LE(fabsf(y[h * hd + i] - x[h * hd + i]), 0.5f * scale * 1.0001f + 1e-30f);
+        // The largest magnitude of each head is exact up to float rounding (code +-127).
+        if (fabsf(x[h * hd + i]) == amax && amax > 0) EXPECT_NEAR(y[h * hd + i], x[h * hd + i], amax * 1e-6f);
+      }
+    }
+  }
+}
+
+TEST(KvRing, Q8NonFiniteHeadStoresZeros) {
+  const uint32_t hd = 4, kv_dim = 8;
+  const float x[8] = {1.0f, NAN, 2.0f, 3.0f, 0.5f, -0.25f, 0.125f, 1.0f};
+  std::vector<uint8_t> row(kv_row_bytes(RLM_KV_Q8, kv_dim, hd));
+  kv_encode_row(RLM_KV_Q8, kv_dim, hd, x, row.data());
+  float y[8];
+  kv_decode_row(RLM_KV_Q8, kv_dim, hd, row.data(), y);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], 0.0f);
+  for (int i = 4; i < 8; ++i) EXPECT_NEAR(y[i], x[i], 0.5f / 127);
+  const float inf[8] = {INFINITY, 0, 0, 0, 1, 1, 1, 1};
+  kv_encode_row(RLM_KV_Q8, kv_dim, hd, inf, row.data());
+  kv_decode_row(RLM_KV_Q8, kv_dim, hd, row.data(), y);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], 0.0f);
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(y[i], 1.0f);
 }
 
 }  // namespace

@@ -34,12 +34,13 @@ std::string tinystories_expected() {
 }
 
 std::string stories_generate(const std::string& src, const std::string& tok, DType q,
-                             std::vector<int32_t>* ids) {
+                             std::vector<int32_t>* ids, rlm_kv_dtype kv = RLM_KV_F32) {
   OpenedModel o;
   std::string err;
   if (!open_built_model(src, tok, q, &o, &err)) return "<open failed: " + err + ">";
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
+  cfg.kv_dtype = kv;
   TestSession ts;
   if (ts.init(&o.model, cfg) != RLM_OK) return "<init failed>";
   return greedy(ts.s, "Once upon a time", 300, ids);
@@ -90,6 +91,30 @@ TEST(Golden, Stories260KQuantizedAgreementWithF32) {
   EXPECT_GE(common_prefix(f32, q4), 3u);
 }
 
+// The int8 KV cache (one scale per head and position) against f32 KV on the reference prompts:
+// the same greedy tokens for at least the first 100 (#17). f16 KV keeps all of them.
+TEST(Golden, KvQ8AgreesWithF32KvForAHundredTokens) {
+  const std::string bin = shared_path("models/stories260K/stories260K.bin");
+  const std::string tok = shared_path("models/stories260K/tok512.bin");
+  const std::string ts = shared_path("models/tinystories-656k/TinyStories-656K.f16.gguf");
+  if (bin.empty() || tok.empty() || ts.empty()) GTEST_SKIP() << "../shared models absent";
+  struct Case {
+    const char* name;
+    std::string src, tok;
+  };
+  for (const Case& c : {Case{"stories260K", bin, tok}, Case{"TinyStories-656K", ts, ""}}) {
+    std::vector<int32_t> f32, f16, q8;
+    stories_generate(c.src, c.tok, DType::F32, &f32, RLM_KV_F32);
+    stories_generate(c.src, c.tok, DType::F32, &f16, RLM_KV_F16);
+    stories_generate(c.src, c.tok, DType::F32, &q8, RLM_KV_Q8);
+    printf("[ %s ] greedy tokens agreeing with f32 KV (of %zu): f16 KV %zu, q8 KV %zu\n", c.name,
+           f32.size(), common_prefix(f32, f16), common_prefix(f32, q8));
+    ASSERT_GE(f32.size(), 100u) << c.name;
+    EXPECT_EQ(common_prefix(f32, f16), f32.size()) << c.name;
+    EXPECT_GE(common_prefix(f32, q8), 100u) << c.name;
+  }
+}
+
 static void tinystories_golden(const std::string& src, DType q) {
   const std::string expected = tinystories_expected();
   if (src.empty() || expected.empty()) GTEST_SKIP() << "../shared TinyStories-656K absent";
@@ -133,7 +158,7 @@ class RandomSession : public ::testing::Test {
 
 TEST_F(RandomSession, SizeQueryIsExact) {
   for (uint32_t n_ctx : {16u, 100u, 256u}) {
-    for (rlm_kv_dtype kv : {RLM_KV_F32, RLM_KV_F16}) {
+    for (rlm_kv_dtype kv : {RLM_KV_F32, RLM_KV_F16, RLM_KV_Q8}) {
       rlm_session_config cfg;
       rlm_session_config_default(&cfg);
       cfg.n_ctx = n_ctx;
@@ -164,6 +189,25 @@ TEST_F(RandomSession, KvF16UsesHalfTheCacheBytes) {
   const size_t kv_f32 = 2ull * shape_.n_layers * shape_.max_context *
                         (shape_.n_kv_heads * shape_.dim / shape_.n_heads) * 4;
   EXPECT_NEAR(static_cast<double>(a - b), kv_f32 / 2.0, 2 * 64.0);
+}
+
+// q8: kv_dim int8 values and one f32 scale per KV head, per position and layer, for K and V.
+TEST_F(RandomSession, KvQ8RoughlyHalvesTheF16CacheBytes) {
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+  size_t f32 = 0, f16 = 0, q8 = 0;
+  ASSERT_EQ(rlm_session_memory(&model_, &cfg, &f32, nullptr), RLM_OK);
+  cfg.kv_dtype = RLM_KV_F16;
+  ASSERT_EQ(rlm_session_memory(&model_, &cfg, &f16, nullptr), RLM_OK);
+  cfg.kv_dtype = RLM_KV_Q8;
+  ASSERT_EQ(rlm_session_memory(&model_, &cfg, &q8, nullptr), RLM_OK);
+  const size_t kv_dim = shape_.n_kv_heads * shape_.dim / shape_.n_heads;
+  const size_t positions = 2ull * shape_.n_layers * shape_.max_context;  // K and V rows
+  const size_t row_q8 = (kv_dim + 3) / 4 * 4 + 4 * shape_.n_kv_heads;
+  EXPECT_NEAR(static_cast<double>(f16 - q8), positions * (2.0 * kv_dim - row_q8), 2 * 64.0);
+  printf("KV cache of %zu positions x %u layers: f32 %zu, f16 %zu, q8 %zu bytes\n",
+         static_cast<size_t>(shape_.max_context), shape_.n_layers, positions / 2 * kv_dim * 8,
+         positions / 2 * kv_dim * 4, positions * row_q8);
 }
 
 TEST_F(RandomSession, BadConfigsAreNamed) {

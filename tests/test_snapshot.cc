@@ -138,6 +138,7 @@ TEST(Snapshot, RestoredSessionContinuesTokenForToken) {
       check_continuation(&f.o.model, config(n_ctx), greedy, k, m);
       check_continuation(&f.o.model, config(n_ctx), sampled(7 + k), k, m);
       check_continuation(&f.o.model, config(n_ctx, RLM_KV_F16), sampled(3), k, m);
+      check_continuation(&f.o.model, config(n_ctx, RLM_KV_Q8), sampled(5), k, m);
     }
   }
 }
@@ -231,6 +232,7 @@ TEST(Snapshot, CompatibilityChecks) {
   };
   EXPECT_EQ(restore_into(&g.o.model, config(64)), RLM_ERR_SNAPSHOT_MISMATCH) << "another model";
   EXPECT_EQ(restore_into(&f.o.model, config(64, RLM_KV_F16)), RLM_ERR_SNAPSHOT_MISMATCH);
+  EXPECT_EQ(restore_into(&f.o.model, config(64, RLM_KV_Q8)), RLM_ERR_SNAPSHOT_MISMATCH);
   EXPECT_EQ(restore_into(&f.o.model, config(128)), RLM_OK) << "a larger ring holds it all";
   EXPECT_EQ(restore_into(&f.o.model, config(held)), RLM_OK) << "exactly as many slots";
   EXPECT_EQ(restore_into(&f.o.model, config(held - 1)), RLM_ERR_SNAPSHOT_MISMATCH);

@@ -38,7 +38,8 @@ const char kSessionFlagsHelp[] =
     "  -c, --ctx, --ctx-size N KV ring slots (default: the model's context)\n"
     "      --sinks N           attention-sink positions kept when the ring wraps (default 4;\n"
     "                          must be below --ctx)\n"
-    "      --kv f32|f16        KV cache precision (default f32)\n"
+    "      --kv f32|f16|q8     KV cache precision (default f32; q8: int8 with a scale per head\n"
+    "                          and position, about half of f16's memory)\n"
     "  -t, --threads N         threads, 1..64 (default 1)\n"
     "      --backend NAME      native (default): every matmul on this CPU's kernels; xnnpack:\n"
     "                          f32 weight matrices on XNNPACK (builds that have it; the session\n"
@@ -124,6 +125,22 @@ bool tokenize_text(const rlm_model* model, const std::string& text, uint32_t fla
   }
   out->resize(n);
   return true;
+}
+
+bool parse_kv_dtype(const char* s, rlm_kv_dtype* out) {
+  if (!strcmp(s, "f32")) *out = RLM_KV_F32;
+  else if (!strcmp(s, "f16")) *out = RLM_KV_F16;
+  else if (!strcmp(s, "q8")) *out = RLM_KV_Q8;
+  else return false;
+  return true;
+}
+
+const char* kv_dtype_name(rlm_kv_dtype dtype) {
+  switch (dtype) {
+    case RLM_KV_F16: return "f16";
+    case RLM_KV_Q8: return "q8";
+    default: return "f32";
+  }
 }
 
 bool parse_f32(const char* s, float* out) {
@@ -246,9 +263,7 @@ bool parse_session_flag(const char* verb, int argc, char** argv, int* i, Session
   } else if (canon == "--sinks") {
     ok = parse_u32(v, &cfg.n_sink);
   } else if (canon == "--kv") {
-    if (!strcmp(v, "f32")) cfg.kv_dtype = RLM_KV_F32;
-    else if (!strcmp(v, "f16")) cfg.kv_dtype = RLM_KV_F16;
-    else ok = false;
+    ok = parse_kv_dtype(v, &cfg.kv_dtype);
   } else if (canon == "--threads") {
     ok = parse_u32(v, &cfg.n_threads);
   } else if (canon == "--backend") {

@@ -95,4 +95,8 @@ bool parse_u32(const char* s, uint32_t* out);
 double now_s();
 bool parse_f32(const char* s, float* out);
 
+// "f32", "f16" or "q8" (--kv); false for anything else. kv_dtype_name is the inverse.
+bool parse_kv_dtype(const char* s, rlm_kv_dtype* out);
+const char* kv_dtype_name(rlm_kv_dtype dtype);
+
 #endif  // RINGLM_TOOLS_CLI_COMMON_H_

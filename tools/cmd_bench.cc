@@ -73,6 +73,9 @@ const char kUsage[] =
     "run:\n"
     "  -p, --n-prompt N        prefill test length (default 128; 0 = no pp test)\n"
     "  -n, --n-gen N           decode test length (default 128; 0 = no tg test)\n"
+    "  -d, --depth D           run the pp and tg tests after D tokens of context (random ids,\n"
+    "                          prefilled untimed; rows named \"pp128 @ d2048\" as llama-bench's\n"
+    "                          -d): decode reads the KV cache of D positions per token\n"
     "  -t, --threads LIST      thread counts, comma-separated (default 1); one row per count.\n"
     "                          A count the runtime refuses is reported as \"unsupported\".\n"
     "  -k, --kernels LIST      kernel tables, comma-separated (default auto): auto = the runtime's\n"
@@ -94,7 +97,7 @@ const char kUsage[] =
     "                          load compares each thread count with one thread.\n"
     "  -r, --repetitions N     timed repetitions per test (default 5)\n"
     "  -b, --batch N           prefill tokens per forward pass (n_batch; default min(p, 512))\n"
-    "      --kv f32|f16        KV cache precision (default f32)\n"
+    "      --kv f32|f16|q8     KV cache precision (default f32)\n"
     "      --bw-mib N          memory-bandwidth buffer size in MiB (default 256, far above the\n"
     "                          last-level cache; 0 = skip the bandwidth measurement)\n"
     "      --spec-lookup LIST  speculative rows next to tg, draft lengths comma-separated (e.g.\n"
@@ -363,6 +366,7 @@ struct Runner {
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   std::vector<int32_t> ids;
   std::string error;
+  uint32_t depth = 0;  // pp and tg start after this many tokens of context (--depth)
 
   int32_t random_token() {
     rng ^= rng << 13;
@@ -379,10 +383,27 @@ struct Runner {
     return false;
   }
 
-  // Prefill of p random tokens: seconds of the rlm_session_eval call.
+  // The session at `depth` tokens of context (random ids), untimed: a rewind when it already
+  // holds that many (their values do not matter to the timing), else a reset and a prefill.
+  bool to_depth() {
+    rlm_status st;
+    if (depth > 0 && rlm_session_position(s) >= depth && rlm_session_rewind(s, depth) == RLM_OK) {
+      return true;
+    }
+    if ((st = rlm_session_reset(s)) != RLM_OK) return fail("reset", st);
+    if (depth == 0) return true;
+    ids.resize(depth);
+    for (int32_t& t : ids) t = random_token();
+    if ((st = rlm_session_feed_tokens(s, ids.data(), ids.size())) != RLM_OK)
+      return fail("feed (depth)", st);
+    if ((st = rlm_session_eval(s)) != RLM_OK) return fail("eval (depth)", st);
+    return true;
+  }
+
+  // Prefill of p random tokens after `depth`: seconds of the rlm_session_eval call.
   bool pp(uint32_t p, double* secs) {
-    rlm_status st = rlm_session_reset(s);
-    if (st != RLM_OK) return fail("reset", st);
+    if (!to_depth()) return false;
+    rlm_status st;
     ids.resize(p);
     for (int32_t& t : ids) t = random_token();
     if ((st = rlm_session_feed_tokens(s, ids.data(), ids.size())) != RLM_OK)
@@ -391,18 +412,18 @@ struct Runner {
     st = rlm_session_eval(s);
     *secs = now_s() - t0;
     if (st != RLM_OK) return fail("eval", st);
-    if (rlm_session_position(s) != p) {
-      error = "eval ran " + std::to_string(rlm_session_position(s)) + " tokens, expected " +
-              std::to_string(p);
+    if (rlm_session_position(s) != depth + p) {
+      error = "eval ran to position " + std::to_string(rlm_session_position(s)) + ", expected " +
+              std::to_string(depth + p);
       return false;
     }
     return true;
   }
 
-  // n decode steps from one start token: seconds of the n rlm_step calls.
+  // n decode steps from one start token after `depth`: seconds of the n rlm_step calls.
   bool tg(uint32_t n, double* secs) {
-    rlm_status st = rlm_session_reset(s);
-    if (st != RLM_OK) return fail("reset", st);
+    if (!to_depth()) return false;
+    rlm_status st;
     rlm_session_set_max_tokens(s, 0);
     rlm_session_set_ignore_eos(s, 1);
     const int32_t start = first_token;
@@ -598,6 +619,7 @@ struct BenchOptions {
   bool cancel = false;                // --cancel: latency of rlm_session_cancel during ppN
   GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
   rlm_kv_dtype kv = RLM_KV_F32;
+  uint32_t depth = 0;                 // --depth: context tokens before the pp and tg runs
 };
 
 // Parses argv into *o. Returns -1 to go on, else the exit status (0 for --help, 2 for a usage
@@ -654,6 +676,9 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
     } else if (a == "-p" || a == "--n-prompt") {
       if (!need()) return 2;
       ok = parse_u32(v, &n_prompt) && n_prompt <= (1u << 20);
+    } else if (a == "-d" || a == "--depth") {
+      if (!need()) return 2;
+      ok = parse_u32(v, &o->depth) && o->depth <= (1u << 20);
     } else if (a == "-n" || a == "--n-gen") {
       if (!need()) return 2;
       ok = parse_u32(v, &n_gen) && n_gen <= (1u << 20);
@@ -679,9 +704,7 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       ok = parse_u32(v, &batch) && batch > 0;
     } else if (a == "--kv") {
       if (!need()) return 2;
-      if (!strcmp(v, "f32")) kv = RLM_KV_F32;
-      else if (!strcmp(v, "f16")) kv = RLM_KV_F16;
-      else ok = false;
+      ok = parse_kv_dtype(v, &kv);
     } else if (a == "--bw-mib") {
       if (!need()) return 2;
       ok = parse_u32(v, &bw_mib) && bw_mib <= (1u << 16);
@@ -834,7 +857,7 @@ int cmd_bench(int argc, char** argv) {
   // ---- runs ----
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
-  cfg.n_ctx = std::max<uint32_t>(std::max(n_prompt, n_gen + 1), 2);
+  cfg.n_ctx = std::max<uint32_t>(opts.depth + std::max(n_prompt, n_gen + 1), 2);
   uint32_t max_k = 0;
   for (uint32_t k : opts.spec_lookup) max_k = std::max(max_k, k);
   if (max_k && n_gen) {
@@ -846,7 +869,7 @@ int cmd_bench(int argc, char** argv) {
   cfg.n_sink = std::min<uint32_t>(cfg.n_sink, cfg.n_ctx - 1);
   cfg.kv_dtype = kv;
   cfg.n_batch = batch ? batch : std::min<uint32_t>(std::max<uint32_t>(n_prompt, 1), 512);
-  cfg.max_pending = std::max<uint32_t>(cfg.max_pending, n_prompt);
+  cfg.max_pending = std::max<uint32_t>(cfg.max_pending, std::max(n_prompt, opts.depth));
   rlm_sampling sp;
   rlm_sampling_default(&sp);
   sp.temperature = 0.0f;
@@ -886,8 +909,10 @@ int cmd_bench(int argc, char** argv) {
   uint32_t failed_rows = 0, rows_total = 0;
   std::vector<RunResult> results;
   std::vector<std::string> spec_lines;  // --spec-lookup summaries, printed after the table
-  const std::string pp_name = "pp" + std::to_string(n_prompt);
-  const std::string tg_name = "tg" + std::to_string(n_gen);
+  // llama-bench's names: "pp512 @ d4096" for a test run after 4096 tokens of context.
+  const std::string at_depth = opts.depth ? " @ d" + std::to_string(opts.depth) : "";
+  const std::string pp_name = "pp" + std::to_string(n_prompt) + at_depth;
+  const std::string tg_name = "tg" + std::to_string(n_gen) + at_depth;
   std::string auto_name;  // resolved once, when "auto" is asked for
   BackgroundLoad background;
   for (const uint32_t load : loads) {
@@ -946,6 +971,7 @@ int cmd_bench(int argc, char** argv) {
           run.s = s;
           run.vocab = info.vocab_size;
           run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
+          run.depth = opts.depth;
           double secs = 0;
           // Warm-up (untimed): faults the weights in and settles clocks.
           fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
@@ -978,6 +1004,7 @@ int cmd_bench(int argc, char** argv) {
             if (!measure(tg_name, n_gen, false, &row)) return 1;
             rr.tg_tps = row.tps.mean;
           }
+          run.depth = 0;  // --depth applies to the pp and tg rows only
           if (n_gen && max_k) {
             // The echo prompt: [start, G, start] with G the greedy output of tgN.
             std::vector<int32_t> prompt{run.first_token}, g, plain, spec;
@@ -1189,12 +1216,26 @@ int cmd_bench(int argc, char** argv) {
   printf("\n");
   for (const RunResult& r : results) {
     if (!r.supported || n_gen == 0) continue;
-    const double gbs = static_cast<double>(info.weight_bytes) * r.tg_tps * 1e-9;
+    // With --depth, each step also reads the K and V rows of every position before it (the
+    // mean over the run: depth + n_gen / 2); sliding-window layers are counted as global.
+    const double kv_dim = static_cast<double>(info.n_kv_heads) * info.head_dim;
+    const double row = kv == RLM_KV_F32   ? 4 * kv_dim
+                       : kv == RLM_KV_F16 ? 2 * kv_dim
+                                          : kv_dim + 4.0 * info.n_kv_heads;
+    const double kv_read = opts.depth ? 2.0 * info.n_layers * row * (opts.depth + n_gen / 2.0) : 0;
+    const double gbs = (static_cast<double>(info.weight_bytes) + kv_read) * r.tg_tps * 1e-9;
     char load_note[48] = "";
     if (load_column) snprintf(load_note, sizeof load_note, ", load %u", r.load);
-    printf("decode (%s, %u thread%s%s): %.2f GB/s effective weight traffic (%s x %.2f t/s)",
-           r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", load_note, gbs,
-           size_s.c_str(), r.tg_tps);
+    if (opts.depth) {
+      printf("decode (%s, %u thread%s%s): %.2f GB/s effective traffic ((%s weights + %s KV) x "
+             "%.2f t/s)",
+             r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", load_note, gbs,
+             size_s.c_str(), human_bytes(kv_read).c_str(), r.tg_tps);
+    } else {
+      printf("decode (%s, %u thread%s%s): %.2f GB/s effective weight traffic (%s x %.2f t/s)",
+             r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", load_note, gbs,
+             size_s.c_str(), r.tg_tps);
+    }
     if (const BandwidthResult* b = bw_for(r.threads)) {
       printf(" = %.1f%% of triad %.2f GB/s, %.1f%% of read %.2f GB/s",
              b->triad_gbs > 0 ? 100.0 * gbs / b->triad_gbs : 0.0, b->triad_gbs,
@@ -1245,7 +1286,7 @@ int cmd_bench(int argc, char** argv) {
            human_bytes(static_cast<double>(r.session_bytes)).c_str(),
            backends.size() > 1 || kernels.size() > 1 ? " " : "",
            backends.size() > 1 || kernels.size() > 1 ? r.backend.c_str() : "", cfg.n_ctx,
-           cfg.n_batch, kv == RLM_KV_F16 ? "f16" : "f32");
+           cfg.n_batch, kv_dtype_name(kv));
   }
   printf(" | peak RSS %s\n", human_bytes(peak_rss).c_str());
   fflush(stdout);

@@ -50,7 +50,7 @@ const char kUsage[] =
     "      --ring N            KV ring of N slots (default: --ctx): the chunk runs through a ring\n"
     "                          smaller than itself, keeping --sinks positions (ring eviction)\n"
     "      --sinks S           attention sinks with --ring (default 4)\n"
-    "      --kv f32|f16        KV cache precision (default f32)\n"
+    "      --kv f32|f16|q8     KV cache precision (default f32)\n"
     "  -t, --threads N         threads, 1..64 (default 1)\n"
     "  -h, --help              this help\n";
 
@@ -191,10 +191,8 @@ int cmd_perplexity(int argc, char** argv) {
         text_path = v;
       } else if (a == "--kl-base") {
         base_path = v;
-      } else if (!strcmp(v, "f32") || !strcmp(v, "f16")) {
-        kv = !strcmp(v, "f16") ? RLM_KV_F16 : RLM_KV_F32;
-      } else {
-        fprintf(stderr, "ringlm perplexity: bad value '%s' for --kv (f32 or f16)\n", v);
+      } else if (!parse_kv_dtype(v, &kv)) {
+        fprintf(stderr, "ringlm perplexity: bad value '%s' for --kv (f32, f16 or q8)\n", v);
         return 2;
       }
     } else if (a == "-c" || a == "--ctx" || a == "--ctx-size") {

@@ -121,9 +121,10 @@ static int read_config(JNIEnv* env, jintArray a, rlm_session_config* cfg) {
   rlm_session_config_default(cfg);
   cfg->n_ctx = (uint32_t)v[0];
   cfg->n_sink = (uint32_t)v[1];
-  cfg->kv_dtype = v[2] == 1 ? RLM_KV_F16 : RLM_KV_F32;
-  if (v[2] != 0 && v[2] != 1) {
-    throw_status(env, RLM_ERR_INVALID_ARGUMENT, "session config: kv dtype must be 0 (f32) or 1 (f16)");
+  cfg->kv_dtype = v[2] == 2 ? RLM_KV_Q8 : v[2] == 1 ? RLM_KV_F16 : RLM_KV_F32;
+  if (v[2] != 0 && v[2] != 1 && v[2] != 2) {
+    throw_status(env, RLM_ERR_INVALID_ARGUMENT,
+                 "session config: kv dtype must be 0 (f32), 1 (f16) or 2 (q8)");
     return 0;
   }
   cfg->n_threads = (uint32_t)v[3];

@@ -346,6 +346,131 @@ void attn_accum_avx2(const float* w, const void* v_rows, uint32_t row_stride_ele
   else attn_accum_impl<false>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
 }
 
+
+// ---- q8 KV cache attention ----------------------------------------------------------------------
+// int8 rows widened to floats (vpmovsxbd + vcvtdq2ps) and multiplied with f32 FMAs, in the
+// reference's per-element order; the row's scale is applied once to its dot product (scores) or
+// folded into its weight (values).
+
+namespace {
+
+inline float q8_row_scale(const float* scales, size_t j, uint32_t stride) {
+  float s;
+  memcpy(&s, reinterpret_cast<const uint8_t*>(scales) + j * stride, sizeof s);
+  return s;
+}
+
+inline __m256 load_i8x8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+inline __m256 load_i8_tail(const int8_t* p, uint32_t rem) {
+  int8_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  memcpy(tmp, p, rem);
+  return load_i8x8(tmp);
+}
+
+// acc[r] = lane sums of q · row r for R rows starting at k (stride bytes apart).
+template <int R>
+inline void dot_q8_rows(const float* q, const int8_t* k, uint32_t stride, uint32_t hd,
+                        __m256 (&acc)[R]) {
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  uint32_t c = 0;
+  for (; c + 8 <= hd; c += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + c);
+    for (int r = 0; r < R; ++r) {
+      acc[r] = _mm256_fmadd_ps(load_i8x8(k + static_cast<size_t>(r) * stride + c), qv, acc[r]);
+    }
+  }
+  if (c < hd) {
+    const uint32_t rem = hd - c;
+    const __m256 qv = _mm256_maskload_ps(q + c, tail_mask(rem));
+    for (int r = 0; r < R; ++r) {
+      acc[r] = _mm256_fmadd_ps(load_i8_tail(k + static_cast<size_t>(r) * stride + c, rem), qv,
+                               acc[r]);
+    }
+  }
+}
+
+// out[0, 8 NV) = sum_j w[j] s_j v_j[c, c + 8 NV), accumulators in registers (as accum_cols).
+template <int NV>
+void accum_q8_cols(const float* w, const int8_t* v, const float* sc, uint32_t stride,
+                   uint32_t n_rows, size_t c, float* out) {
+  __m256 acc[NV];
+#pragma GCC unroll 8
+  for (int k = 0; k < NV; ++k) acc[k] = _mm256_setzero_ps();
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const __m256 a = _mm256_set1_ps(w[j] * q8_row_scale(sc, j, stride));
+    const int8_t* row = v + static_cast<size_t>(j) * stride + c;
+#pragma GCC unroll 8
+    for (int k = 0; k < NV; ++k) acc[k] = _mm256_fmadd_ps(a, load_i8x8(row + 8 * k), acc[k]);
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < NV; ++k) _mm256_storeu_ps(out + 8 * k, acc[k]);
+}
+
+// Up to 8 vectors, the last one partial (len = 1..64 columns).
+void accum_q8_cols_tail(const float* w, const int8_t* v, const float* sc, uint32_t stride,
+                        uint32_t n_rows, size_t c, uint32_t len, float* out) {
+  const int nv = static_cast<int>((len + 7) / 8);
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const __m256 a = _mm256_set1_ps(w[j] * q8_row_scale(sc, j, stride));
+    const int8_t* row = v + static_cast<size_t>(j) * stride + c;
+    for (int k = 0; k < nv; ++k) {
+      const uint32_t rem = len - 8 * k;
+      const __m256 x = rem >= 8 ? load_i8x8(row + 8 * k) : load_i8_tail(row + 8 * k, rem);
+      acc[k] = _mm256_fmadd_ps(a, x, acc[k]);
+    }
+  }
+  for (int k = 0; k < nv; ++k) {
+    const uint32_t rem = len - 8 * k;
+    if (rem >= 8) _mm256_storeu_ps(out + 8 * k, acc[k]);
+    else _mm256_maskstore_ps(out + 8 * k, tail_mask(rem), acc[k]);
+  }
+}
+
+}  // namespace
+
+void attn_dot_q8_avx2(const float* q, const int8_t* k_rows, const float* k_scales,
+                      uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float scale,
+                      float* out) {
+  const uint32_t st = row_stride_bytes;
+  uint32_t j = 0;
+  for (; j + 4 <= n_rows; j += 4) {
+    __m256 acc[4];
+    dot_q8_rows<4>(q, k_rows + static_cast<size_t>(j) * st, st, head_dim, acc);
+    const __m128 s = _mm_setr_ps(q8_row_scale(k_scales, j, st) * scale,
+                                 q8_row_scale(k_scales, j + 1, st) * scale,
+                                 q8_row_scale(k_scales, j + 2, st) * scale,
+                                 q8_row_scale(k_scales, j + 3, st) * scale);
+    _mm_storeu_ps(out + j, _mm_mul_ps(hsum4(acc[0], acc[1], acc[2], acc[3]), s));
+  }
+  for (; j < n_rows; ++j) {
+    __m256 acc[1];
+    dot_q8_rows<1>(q, k_rows + static_cast<size_t>(j) * st, st, head_dim, acc);
+    out[j] = hsum(acc[0]) * (q8_row_scale(k_scales, j, st) * scale);
+  }
+}
+
+void attn_accum_q8_avx2(const float* w, const int8_t* v_rows, const float* v_scales,
+                        uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim,
+                        float* out) {
+  uint32_t c = 0;
+  for (; c + 64 <= head_dim; c += 64) {
+    accum_q8_cols<8>(w, v_rows, v_scales, row_stride_bytes, n_rows, c, out + c);
+  }
+  if (c + 32 <= head_dim) {
+    accum_q8_cols<4>(w, v_rows, v_scales, row_stride_bytes, n_rows, c, out + c);
+    c += 32;
+  }
+  if (c < head_dim) {
+    accum_q8_cols_tail(w, v_rows, v_scales, row_stride_bytes, n_rows, c, head_dim - c, out + c);
+  }
+}
+
 }  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_X86

@@ -123,7 +123,10 @@ RLM_API rlm_status rlm_model_get_info(const rlm_model* model, rlm_model_info* in
  * Session memory and lifetime
  * ------------------------------------------------------------------------------------------- */
 
-typedef enum rlm_kv_dtype { RLM_KV_F32 = 0, RLM_KV_F16 = 1 } rlm_kv_dtype;
+/* KV cache precision. Q8: int8 values with one f32 scale per head and position (symmetric,
+ * amax / 127), about half the bytes of F16 (head_dim 64: 68 bytes per head and position against
+ * 128); the attention kernels read it directly. */
+typedef enum rlm_kv_dtype { RLM_KV_F32 = 0, RLM_KV_F16 = 1, RLM_KV_Q8 = 2 } rlm_kv_dtype;
 
 typedef struct rlm_session_config {
   uint32_t struct_size;

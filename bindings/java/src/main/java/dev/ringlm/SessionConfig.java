@@ -7,12 +7,14 @@ package dev.ringlm;
 public final class SessionConfig {
   public static final int KV_F32 = 0;
   public static final int KV_F16 = 1;
+  /** int8 values with one scale per head and position: about half of f16's memory. */
+  public static final int KV_Q8 = 2;
 
   /** KV ring slots; 0 = the model's max context. */
   public int contextSlots;
   /** Attention-sink positions kept when the ring wraps. */
   public int sinks;
-  /** KV cache precision: {@link #KV_F32} or {@link #KV_F16}. */
+  /** KV cache precision: {@link #KV_F32}, {@link #KV_F16} or {@link #KV_Q8}. */
   public int kvDtype;
   /** Threads splitting each op, the caller's included (results do not depend on it). */
   public int threads;
