@@ -77,8 +77,11 @@ struct KernelTable {
   // values at k_rows + j * row_stride_elems (f16 when k_f16, else f32).
   void (*attn_dot)(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,
                    uint32_t head_dim, bool k_f16, float scale, float* out);
-  // Weighted sum of value rows: out[i] = sum_j w[j] * v_j[i] (out is overwritten; zeros when
-  // n_rows == 0). Rows laid out as for attn_dot.
+  // Weighted sum of value rows, added to out: out[i] += sum_j w[j] * v_j[i], each out[i] one
+  // chain of multiply-adds continuing from its value, rows in order (out unchanged when
+  // n_rows == 0). Attention walks the cache in blocks of rows for all heads (the runtime's
+  // attend) and zeroes out before the first: the blocks give what one call over every row gives.
+  // Rows laid out as for attn_dot.
   void (*attn_accum)(const float* w, const void* v_rows, uint32_t row_stride_elems,
                      uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out);
   // The same over int8 rows with one f32 scale per row (the q8 KV cache): row j's head_dim
@@ -88,11 +91,10 @@ struct KernelTable {
   void (*attn_dot_q8)(const float* q, const int8_t* k_rows, const float* k_scales,
                       uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float scale,
                       float* out);
-  // out[i] = sum_j (w[j] * s_j) * v_j[i] (overwritten; zeros when n_rows == 0).
+  // out[i] += sum_j (w[j] * s_j) * v_j[i], continuing out as attn_accum does.
   void (*attn_accum_q8)(const float* w, const int8_t* v_rows, const float* v_scales,
                         uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float* out);
 };
-
 
 // The scalar reference: the numerical oracle every ISA kernel is tested against.
 const KernelTable* kernels_ref();

@@ -131,7 +131,6 @@ void attn_dot_ref(const float* q, const void* k_rows, uint32_t row_stride_elems,
 
 void attn_accum_ref(const float* w, const void* v_rows, uint32_t row_stride_elems,
                     uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
-  memset(out, 0, head_dim * sizeof(float));
   for (uint32_t j = 0; j < n_rows; ++j) {
     const size_t off = static_cast<size_t>(j) * row_stride_elems;
     const float a = w[j];
@@ -164,7 +163,6 @@ void attn_dot_q8_ref(const float* q, const int8_t* k_rows, const float* k_scales
 
 void attn_accum_q8_ref(const float* w, const int8_t* v_rows, const float* v_scales,
                        uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float* out) {
-  memset(out, 0, head_dim * sizeof(float));
   for (uint32_t j = 0; j < n_rows; ++j) {
     const int8_t* v = v_rows + static_cast<size_t>(j) * row_stride_bytes;
     const float a = w[j] * kv_q8_scale(v_scales, j, row_stride_bytes);

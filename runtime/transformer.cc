@@ -162,6 +162,18 @@ void rope_frequencies(const Hparams& hp, float theta, bool scaled, const float* 
   }
 }
 
+// Rows per block of the attention walk: about 8 KiB of cached rows, a multiple of 4 (the score
+// kernels' row tile). Every head of the call reads its part of a block while the block is in L1,
+// so each layer's K and V rows stream from memory once, in address order. Walking head by head
+// instead reads each head's part at the row stride (the other heads' values sit between), which
+// the hardware prefetcher follows poorly: SmolLM2-135M shape, f16 KV, 2,000 positions, AVX2, one
+// thread: 10.5 -> 6.4 ms of attention per token. Results do not depend on the blocking: a score
+// is one row's dot product, and attn_accum continues each output's chain of multiply-adds.
+uint32_t attn_block_rows(size_t row_bytes) {
+  const size_t rows = 8192 / row_bytes;
+  return rows < 8 ? 8 : rows > 128 ? 128 : static_cast<uint32_t>(rows & ~size_t{3});
+}
+
 // Attention of one token at `pos` (its K/V already stored) for heads [h0, h1); out(q_dim).
 // `scratch` selects the calling thread's buffers.
 void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
@@ -176,26 +188,44 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   const uint64_t sink_pos = pos < g.n_ctx ? pos : g.n_ctx - 1;
   const float scale = hp.attn_scale;
   const float cap = hp.attn_softcap;
-  float* qrot = t->qrot + static_cast<size_t>(scratch) * hd;
-  float* qsink = t->qsink + static_cast<size_t>(scratch) * hd;
-  float* att = t->att + static_cast<size_t>(scratch) * kv.geom[kKvGlobal].n_ctx;
+  const size_t n_ctx = kv.geom[kKvGlobal].n_ctx;
+  // This thread's heads, head h at index h - h0.
+  float* qrot = t->qrot + static_cast<size_t>(scratch) * hp.q_dim;
+  float* qsink = t->qsink + static_cast<size_t>(scratch) * hp.q_dim;
+  float* att = t->att + static_cast<size_t>(scratch) * hp.n_heads * n_ctx;
   const uint8_t* kbase = kv_row(kv, kv.k, l, 0);
   const uint8_t* vbase = kv_row(kv, kv.v, l, 0);
+  // Sink slots [0, n_sink) see the query rotated at the sink position once the ring wrapped.
+  // Only global layers have sinks, and their sink position is always n_ctx - 1.
+  const uint32_t n_sinks = sink_pos != pos ? (g.n_sink < visible ? g.n_sink : visible) : 0;
   for (uint32_t h = h0; h < h1; ++h) {
-    const uint32_t hk = h / group;
-    rope(q + h * hd, qrot, cs, hd, hp.rope_style);
-    // Sink slots [0, n_sink) see the query rotated at the sink position once the ring wrapped.
-    const uint32_t n_sinks = sink_pos != pos ? (g.n_sink < visible ? g.n_sink : visible) : 0;
-    if (n_sinks) {
-      // Only global layers have sinks, and their sink position is always n_ctx - 1.
-      rope(q + h * hd, qsink, t->rope_sink, hd, hp.rope_style);
-      kv_scores(t->k, kv, qsink, kbase, hk, n_sinks, scale, att);
+    rope(q + h * hd, qrot + (h - h0) * hd, cs, hd, hp.rope_style);
+    if (n_sinks) rope(q + h * hd, qsink + (h - h0) * hd, t->rope_sink, hd, hp.rope_style);
+  }
+  for (uint32_t h = h0; h < h1; ++h) {
+    kv_scores(t->k, kv, qsink + (h - h0) * hd, kbase, h / group, n_sinks, scale,
+              att + (h - h0) * n_ctx);
+  }
+  const uint32_t block = attn_block_rows(kv.row_bytes);
+  for (uint32_t j0 = n_sinks; j0 < visible; j0 += block) {
+    const uint32_t nb = visible - j0 < block ? visible - j0 : block;
+    for (uint32_t h = h0; h < h1; ++h) {
+      kv_scores(t->k, kv, qrot + (h - h0) * hd, kbase + j0 * kv.row_bytes, h / group, nb, scale,
+                att + (h - h0) * n_ctx + j0);
     }
-    kv_scores(t->k, kv, qrot, kbase + n_sinks * kv.row_bytes, hk, visible - n_sinks, scale,
-              att + n_sinks);
-    if (cap > 0.0f) soft_cap(att, visible, cap);
-    t->k->softmax(att, visible);
-    kv_mix(t->k, kv, att, vbase, hk, visible, out + h * hd);
+  }
+  for (uint32_t h = h0; h < h1; ++h) {
+    float* a = att + (h - h0) * n_ctx;
+    if (cap > 0.0f) soft_cap(a, visible, cap);
+    t->k->softmax(a, visible);
+    memset(out + h * hd, 0, hd * sizeof(float));
+  }
+  for (uint32_t j0 = 0; j0 < visible; j0 += block) {
+    const uint32_t nb = visible - j0 < block ? visible - j0 : block;
+    for (uint32_t h = h0; h < h1; ++h) {
+      kv_mix(t->k, kv, att + (h - h0) * n_ctx + j0, vbase + j0 * kv.row_bytes, h / group, nb,
+             out + h * hd);
+    }
   }
 }
 
@@ -210,9 +240,8 @@ void attend_beam_heads(Transformer* t, uint32_t l, const float* q, const float* 
   const uint32_t group = hp.n_heads / hp.n_kv_heads;
   const uint32_t own = b.row + 1;
   const uint32_t visible = b.prefix + own;
-  float* qrot = t->qrot + static_cast<size_t>(scratch) * hd;
-  float* tmp = t->kbuf + static_cast<size_t>(scratch) * hd;
-  float* att = t->att + static_cast<size_t>(scratch) * kv.geom[kKvGlobal].n_ctx;
+  float* qrot = t->qrot + static_cast<size_t>(scratch) * hp.q_dim;
+  float* att = t->att + static_cast<size_t>(scratch) * hp.n_heads * kv.geom[kKvGlobal].n_ctx;
   const uint8_t* kbase = kv_row(kv, kv.k, l, 0);
   const uint8_t* vbase = kv_row(kv, kv.v, l, 0);
   const uint8_t* bk = static_cast<const uint8_t*>(beam_row(*b.kv, b.kv->k, l, slot, 0));
@@ -224,10 +253,11 @@ void attend_beam_heads(Transformer* t, uint32_t l, const float* q, const float* 
     kv_scores(t->k, kv, qrot, bk, hk, own, hp.attn_scale, att + b.prefix);
     if (hp.attn_softcap > 0.0f) soft_cap(att, visible, hp.attn_softcap);
     t->k->softmax(att, visible);
+    // One chain per output over the prefix's rows, then the beam's own.
     float* o = out + h * hd;
+    memset(o, 0, hd * sizeof(float));
     kv_mix(t->k, kv, att, vbase, hk, b.prefix, o);
-    kv_mix(t->k, kv, att + b.prefix, bv, hk, own, tmp);
-    for (uint32_t i = 0; i < hd; ++i) o[i] += tmp[i];
+    kv_mix(t->k, kv, att + b.prefix, bv, hk, own, o);
   }
 }
 
@@ -299,9 +329,10 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->hb = static_cast<float*>(a.alloc_2d(n_batch, hp.ffn_dim, sizeof(float), kArenaAlignment));
   t->hb2 = static_cast<float*>(a.alloc_2d(n_batch, hp.ffn_dim, sizeof(float), kArenaAlignment));
   matmul_layout(a, hp, n_batch, n_threads, &t->pool, &t->mm);
-  t->qrot = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));
-  t->qsink = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));
-  t->att = static_cast<float*>(a.alloc_2d(n_threads, n_ctx, sizeof(float), kArenaAlignment));
+  t->qrot = static_cast<float*>(a.alloc_2d(n_threads, hp.q_dim, sizeof(float), kArenaAlignment));
+  t->qsink = static_cast<float*>(a.alloc_2d(n_threads, hp.q_dim, sizeof(float), kArenaAlignment));
+  t->att = static_cast<float*>(a.alloc_2d(n_threads, static_cast<uint64_t>(hp.n_heads) * n_ctx,
+                                          sizeof(float), kArenaAlignment));
   t->kbuf = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));
   t->rope_freq = a.alloc<float>(hp.head_dim / 2);
   t->rope_freq_local = a.alloc<float>(hp.head_dim / 2);

@@ -46,10 +46,11 @@ struct Transformer {
   void* pool_memory;        // (thread_pool_bytes(n_threads)) where init starts the pool, or null
   uint32_t n_threads;
   // Per-thread attention scratch, thread i at offset i * stride.
-  float* qrot;              // (n_threads, head_dim) query rotated at its position
-  float* qsink;             // (n_threads, head_dim) query rotated at the sink position
-  float* att;               // (n_threads, n_ctx) attention weights of one head
-  float* kbuf;              // (n_threads, head_dim) one key / value row converted from f16
+  float* qrot;              // (n_threads, q_dim) the thread's heads' queries rotated at their
+                            // position
+  float* qsink;             // (n_threads, q_dim) the same rotated at the sink position
+  float* att;               // (n_threads, n_heads, n_ctx) attention weights of the thread's heads
+  float* kbuf;              // (n_threads, head_dim) one key row being rotated
   float* rope_freq;         // (head_dim / 2) inverse frequencies of global layers
   float* rope_freq_local;   // (head_dim / 2) inverse frequencies of sliding-window layers
   float* rope_cs;           // (n_batch, head_dim): cos | sin tables of the batch's positions

@@ -11,7 +11,8 @@
 //                                products themselves must be right.
 //   matmul_f32 / matmul_f16      |y - ref| <= 1e-5 * sum_c |w_c x_c|
 //   attn_dot                     |out - ref| <= 1e-5 * scale * sum_i |q_i k_i|
-//   attn_accum                   |out - ref| <= 1e-5 * sum_j |w_j v_ji|
+//   attn_accum                   |out - ref| <= 1e-5 * (|out_i| + sum_j |w_j v_ji|), and rows in
+//                                two calls equal one call bit for bit
 //   attn_dot_q8, attn_accum_q8   the same bounds over the rows' values s_j * k_j[i]; the
 //                                reference also against the float64 math
 //   rmsnorm                      relative 1e-5 per value (the mean square is reordered)
@@ -462,17 +463,31 @@ TEST_P(KernelsIsa, AttnAccum) {
         std::vector<uint16_t> vh(vf.size());
         for (size_t i = 0; i < vf.size(); ++i) vh[i] = f32_to_fp16(vf[i]);
         const void* vp = f16 ? static_cast<const void*>(vh.data()) : vf.data();
-        std::vector<float> o(hd + 1, kSentinel), orf(hd + 1, kSentinel);
+        // The sums continue from out's values (attention zeroes out, then walks row blocks).
+        std::vector<float> o = normal(rng, hd + 1, 1.0f);
+        o[hd] = kSentinel;
+        const std::vector<float> start = o;
+        std::vector<float> orf = o, split = o;
         k_->attn_accum(w.data(), vp, stride, rows, hd, f16, o.data());
         ref_->attn_accum(w.data(), vp, stride, rows, hd, f16, orf.data());
+        // Rows in two calls: bit for bit one call (each output is one chain in row order).
+        const uint32_t cut = rows / 3;
+        k_->attn_accum(w.data(), vp, stride, cut, hd, f16, split.data());
+        k_->attn_accum(w.data() + cut, static_cast<const uint8_t*>(vp) + cut * stride * (f16 ? 2 : 4),
+                       stride, rows - cut, hd, f16, split.data());
         ASSERT_EQ(o[hd], kSentinel);
+        ASSERT_EQ(split[hd], kSentinel);
         for (uint32_t i = 0; i < hd; ++i) {
-          double mag = 0;
+          double mag = fabs(start[i]), exact = start[i];
           for (uint32_t j = 0; j < rows; ++j) {
             const size_t e = size_t{j} * stride + i;
-            mag += fabs(double{w[j]} * (f16 ? fp16_to_f32(vh[e]) : vf[e]));
+            const double term = double{w[j]} * (f16 ? fp16_to_f32(vh[e]) : vf[e]);
+            mag += fabs(term);
+            exact += term;
           }
           ASSERT_NEAR(o[i], orf[i], 1e-5 * mag) << f16 << " hd " << hd << " rows " << rows;
+          ASSERT_NEAR(orf[i], exact, 1e-5 * mag) << f16 << " hd " << hd << " rows " << rows;
+          ASSERT_EQ(split[i], o[i]) << f16 << " hd " << hd << " rows " << rows << " cut " << cut;
         }
       }
     }
@@ -549,12 +564,23 @@ TEST_P(KernelsIsa, AttnAccumQ8) {
       Q8Rows v = random_q8_rows(rng, rows, hd);
       std::vector<float> w = normal(rng, rows, 1.0f);
       for (float& x : w) x = fabsf(x);
-      std::vector<float> o(hd + 1, kSentinel), orf(hd + 1, kSentinel);
+      std::vector<float> o = normal(rng, hd + 1, 1.0f);
+      o[hd] = kSentinel;
+      const std::vector<float> start = o;
+      std::vector<float> orf = o, split = o;
       k_->attn_accum_q8(w.data(), v.values(), v.scales(), v.stride, rows, hd, o.data());
       ref_->attn_accum_q8(w.data(), v.values(), v.scales(), v.stride, rows, hd, orf.data());
+      const uint32_t cut = rows / 3;
+      k_->attn_accum_q8(w.data(), v.values(), v.scales(), v.stride, cut, hd, split.data());
+      k_->attn_accum_q8(w.data() + cut, v.values() + size_t{cut} * v.stride,
+                        reinterpret_cast<const float*>(v.base() + size_t{cut} * v.stride +
+                                                       v.scale_off),
+                        v.stride, rows - cut, hd, split.data());
       ASSERT_EQ(o[hd], kSentinel);
+      ASSERT_EQ(split[hd], kSentinel);
       for (uint32_t i = 0; i < hd; ++i) {
-        double mag = 0, exact = 0;
+        ASSERT_EQ(split[i], o[i]) << "hd " << hd << " rows " << rows << " cut " << cut;
+        double mag = fabs(start[i]), exact = start[i];
         for (uint32_t j = 0; j < rows; ++j) {
           const double term = double{w[j]} * v.scale(j) * v.value(j, i);
           mag += fabs(term);

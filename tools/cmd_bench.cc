@@ -96,6 +96,10 @@ const char kUsage[] =
     "                          to choose them). Default -t becomes 1,2, and a summary line per\n"
     "                          load compares each thread count with one thread.\n"
     "  -r, --repetitions N     timed repetitions per test (default 5)\n"
+    "      --clock wall|cpu    what pp / tg rows are timed by (default wall): cpu = the process's\n"
+    "                          CPU time, all threads (compares kernels on a machine other work\n"
+    "                          shares: time spent waiting for a core is left out; memory\n"
+    "                          bandwidth still is shared); its rows are named \"tg128 (cpu)\"\n"
     "  -b, --batch N           prefill tokens per forward pass (n_batch; default min(p, 512))\n"
     "      --kv f32|f16|q8     KV cache precision (default f32)\n"
     "      --bw-mib N          memory-bandwidth buffer size in MiB (default 256, far above the\n"
@@ -367,6 +371,15 @@ struct Runner {
   std::vector<int32_t> ids;
   std::string error;
   uint32_t depth = 0;  // pp and tg start after this many tokens of context (--depth)
+  bool cpu_clock = false;  // --clock cpu: time by the process's CPU time instead of the wall
+
+  // Seconds on the clock the rows are timed with.
+  double clock_s() const {
+    if (!cpu_clock) return now_s();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
 
   int32_t random_token() {
     rng ^= rng << 13;
@@ -408,9 +421,9 @@ struct Runner {
     for (int32_t& t : ids) t = random_token();
     if ((st = rlm_session_feed_tokens(s, ids.data(), ids.size())) != RLM_OK)
       return fail("feed", st);
-    const double t0 = now_s();
+    const double t0 = clock_s();
     st = rlm_session_eval(s);
-    *secs = now_s() - t0;
+    *secs = clock_s() - t0;
     if (st != RLM_OK) return fail("eval", st);
     if (rlm_session_position(s) != depth + p) {
       error = "eval ran to position " + std::to_string(rlm_session_position(s)) + ", expected " +
@@ -430,10 +443,10 @@ struct Runner {
     if ((st = rlm_session_feed_tokens(s, &start, 1)) != RLM_OK) return fail("feed", st);
     rlm_step_result r;
     rlm_step_result_default(&r);
-    const double t0 = now_s();
+    const double t0 = clock_s();
     for (uint32_t i = 0; i < n; ++i) {
       if ((st = rlm_step(s, &r)) != RLM_OK) {
-        *secs = now_s() - t0;
+        *secs = clock_s() - t0;
         return fail("step", st);
       }
       if (r.stop != RLM_STOP_NONE) {
@@ -441,7 +454,7 @@ struct Runner {
         return false;
       }
     }
-    *secs = now_s() - t0;
+    *secs = clock_s() - t0;
     return true;
   }
 
@@ -455,7 +468,7 @@ struct Runner {
     rlm_step_result r;
     rlm_step_result_default(&r);
     const int32_t start = first_token;
-    const double t0 = now_s();
+    const double t0 = clock_s();
     for (uint32_t i = 0; i < n; ++i) {
       if (turns->empty() || r.stop != RLM_STOP_NONE) {
         if ((st = rlm_session_reset(s)) != RLM_OK) return fail("reset", st);
@@ -465,7 +478,7 @@ struct Runner {
         turns->emplace_back();
       }
       if ((st = rlm_step(s, &r)) != RLM_OK) {
-        *secs = now_s() - t0;
+        *secs = clock_s() - t0;
         return fail("step", st);
       }
       turns->back().push_back(r.token);
@@ -474,7 +487,7 @@ struct Runner {
         return false;
       }
     }
-    *secs = now_s() - t0;
+    *secs = clock_s() - t0;
     return true;
   }
 
@@ -497,12 +510,12 @@ struct Runner {
     rlm_step_result r;
     rlm_step_result_default(&r);
     out->clear();
-    const double t0 = now_s();
+    const double t0 = clock_s();
     for (uint32_t i = 0; i < n; ++i) {
       if ((st = rlm_step(s, &r)) != RLM_OK) return fail("step", st);
       out->push_back(r.token);
     }
-    *secs = now_s() - t0;
+    *secs = clock_s() - t0;
     rlm_spec_stats_default(stats);
     rlm_session_spec_stats(s, stats);
     return true;
@@ -620,6 +633,7 @@ struct BenchOptions {
   GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
   rlm_kv_dtype kv = RLM_KV_F32;
   uint32_t depth = 0;                 // --depth: context tokens before the pp and tg runs
+  bool cpu_clock = false;             // --clock cpu
 };
 
 // Parses argv into *o. Returns -1 to go on, else the exit status (0 for --help, 2 for a usage
@@ -696,6 +710,10 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       if (!need()) return 2;
       ok = parse_u32_list(v, &loads, true);
       for (uint32_t n : loads) ok = ok && n <= 64;
+    } else if (a == "--clock") {
+      if (!need()) return 2;
+      ok = !strcmp(v, "wall") || !strcmp(v, "cpu");
+      o->cpu_clock = ok && !strcmp(v, "cpu");
     } else if (a == "-r" || a == "--repetitions") {
       if (!need()) return 2;
       ok = parse_u32(v, &reps) && reps > 0;
@@ -868,7 +886,9 @@ int cmd_bench(int argc, char** argv) {
   }
   cfg.n_sink = std::min<uint32_t>(cfg.n_sink, cfg.n_ctx - 1);
   cfg.kv_dtype = kv;
-  cfg.n_batch = batch ? batch : std::min<uint32_t>(std::max<uint32_t>(n_prompt, 1), 512);
+  // The --depth prefill (untimed) runs in batches of up to 512 too.
+  cfg.n_batch = batch ? batch
+                      : std::min<uint32_t>(std::max<uint32_t>({n_prompt, opts.depth, 1}), 512);
   cfg.max_pending = std::max<uint32_t>(cfg.max_pending, std::max(n_prompt, opts.depth));
   rlm_sampling sp;
   rlm_sampling_default(&sp);
@@ -910,7 +930,8 @@ int cmd_bench(int argc, char** argv) {
   std::vector<RunResult> results;
   std::vector<std::string> spec_lines;  // --spec-lookup summaries, printed after the table
   // llama-bench's names: "pp512 @ d4096" for a test run after 4096 tokens of context.
-  const std::string at_depth = opts.depth ? " @ d" + std::to_string(opts.depth) : "";
+  const std::string at_depth = (opts.depth ? " @ d" + std::to_string(opts.depth) : "") +
+                               (opts.cpu_clock ? " (cpu)" : "");
   const std::string pp_name = "pp" + std::to_string(n_prompt) + at_depth;
   const std::string tg_name = "tg" + std::to_string(n_gen) + at_depth;
   std::string auto_name;  // resolved once, when "auto" is asked for
@@ -972,6 +993,7 @@ int cmd_bench(int argc, char** argv) {
           run.vocab = info.vocab_size;
           run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
           run.depth = opts.depth;
+          run.cpu_clock = opts.cpu_clock;
           double secs = 0;
           // Warm-up (untimed): faults the weights in and settles clocks.
           fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
