@@ -95,7 +95,7 @@ void rlm_session_config_default(rlm_session_config* c) {
   c->struct_size = sizeof *c;
   c->n_ctx = 0;
   c->n_sink = 4;
-  c->kv_dtype = RLM_KV_F32;
+  c->kv_dtype = RLM_KV_F16;
   c->n_threads = 1;
   c->n_batch = 64;
   c->max_pending = 2048;

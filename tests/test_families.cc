@@ -210,6 +210,7 @@ rlm_session_config session_config() {
   rlm_session_config c;
   rlm_session_config_default(&c);
   c.n_ctx = 128;  // > 24 + 48: the global ring never wraps (the reference has no ring)
+  c.kv_dtype = RLM_KV_F32;  // the float64 reference keeps keys and values unrounded
   return c;
 }
 

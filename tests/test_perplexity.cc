@@ -226,6 +226,7 @@ rlm_session_config session_config() {
   c.n_ctx = kCtx;
   c.n_batch = kCtx;
   c.max_logit_rows = kCtx;
+  c.kv_dtype = RLM_KV_F32;  // the float64 reference keeps keys and values unrounded
   c.kernels = getenv("RINGLM_TEST_KERNELS");
   return c;
 }

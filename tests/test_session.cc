@@ -182,6 +182,8 @@ TEST_F(RandomSession, SizeQueryIsExact) {
 TEST_F(RandomSession, KvF16UsesHalfTheCacheBytes) {
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
+  EXPECT_EQ(cfg.kv_dtype, RLM_KV_F16) << "the default KV cache is f16 (#19)";
+  cfg.kv_dtype = RLM_KV_F32;
   size_t a = 0, b = 0;
   ASSERT_EQ(rlm_session_memory(&model_, &cfg, &a, nullptr), RLM_OK);
   cfg.kv_dtype = RLM_KV_F16;
@@ -196,6 +198,7 @@ TEST_F(RandomSession, KvQ8RoughlyHalvesTheF16CacheBytes) {
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
   size_t f32 = 0, f16 = 0, q8 = 0;
+  cfg.kv_dtype = RLM_KV_F32;
   ASSERT_EQ(rlm_session_memory(&model_, &cfg, &f32, nullptr), RLM_OK);
   cfg.kv_dtype = RLM_KV_F16;
   ASSERT_EQ(rlm_session_memory(&model_, &cfg, &f16, nullptr), RLM_OK);

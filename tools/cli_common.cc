@@ -38,7 +38,7 @@ const char kSessionFlagsHelp[] =
     "  -c, --ctx, --ctx-size N KV ring slots (default: the model's context)\n"
     "      --sinks N           attention-sink positions kept when the ring wraps (default 4;\n"
     "                          must be below --ctx)\n"
-    "      --kv f32|f16|q8     KV cache precision (default f32; q8: int8 with a scale per head\n"
+    "      --kv f32|f16|q8     KV cache precision (default f16; q8: int8 with a scale per head\n"
     "                          and position, about half of f16's memory)\n"
     "  -t, --threads N         threads, 1..64 (default 1)\n"
     "      --backend NAME      native (default): every matmul on this CPU's kernels; xnnpack:\n"

@@ -101,7 +101,7 @@ const char kUsage[] =
     "                          shares: time spent waiting for a core is left out; memory\n"
     "                          bandwidth still is shared); its rows are named \"tg128 (cpu)\"\n"
     "  -b, --batch N           prefill tokens per forward pass (n_batch; default min(p, 512))\n"
-    "      --kv f32|f16|q8     KV cache precision (default f32)\n"
+    "      --kv f32|f16|q8     KV cache precision (default f16)\n"
     "      --bw-mib N          memory-bandwidth buffer size in MiB (default 256, far above the\n"
     "                          last-level cache; 0 = skip the bandwidth measurement)\n"
     "      --spec-lookup LIST  speculative rows next to tg, draft lengths comma-separated (e.g.\n"
@@ -631,7 +631,7 @@ struct BenchOptions {
   bool snapshot = false;              // --snapshot: restore of the ppN prefix against its prefill
   bool cancel = false;                // --cancel: latency of rlm_session_cancel during ppN
   GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
-  rlm_kv_dtype kv = RLM_KV_F32;
+  rlm_kv_dtype kv = RLM_KV_F16;  // the runtime's default
   uint32_t depth = 0;                 // --depth: context tokens before the pp and tg runs
   bool cpu_clock = false;             // --clock cpu
 };

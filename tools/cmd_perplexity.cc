@@ -50,7 +50,7 @@ const char kUsage[] =
     "      --ring N            KV ring of N slots (default: --ctx): the chunk runs through a ring\n"
     "                          smaller than itself, keeping --sinks positions (ring eviction)\n"
     "      --sinks S           attention sinks with --ring (default 4)\n"
-    "      --kv f32|f16|q8     KV cache precision (default f32)\n"
+    "      --kv f32|f16|q8     KV cache precision (default f16)\n"
     "  -t, --threads N         threads, 1..64 (default 1)\n"
     "  -h, --help              this help\n";
 
@@ -157,7 +157,7 @@ double percentile(std::vector<double> v, double q) {
 int cmd_perplexity(int argc, char** argv) {
   std::string model_path, text_path, base_path;
   uint32_t ctx = 512, batch = 0, stride = 0, chunks_max = 0, ring = 0, sinks = 4, threads = 1;
-  rlm_kv_dtype kv = RLM_KV_F32;
+  rlm_kv_dtype kv = RLM_KV_F16;  // the runtime's default (and llama.cpp's)
   bool ctx_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

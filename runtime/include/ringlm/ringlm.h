@@ -132,7 +132,7 @@ typedef struct rlm_session_config {
   uint32_t struct_size;
   uint32_t n_ctx;             /* KV ring slots; 0 = model max context */
   uint32_t n_sink;            /* attention-sink positions kept when the ring wraps (default 4) */
-  rlm_kv_dtype kv_dtype;      /* default RLM_KV_F32 */
+  rlm_kv_dtype kv_dtype;      /* default RLM_KV_F16 (it was RLM_KV_F32: set it to keep that) */
   uint32_t n_threads;         /* threads splitting each op, the caller's included (default 1, max
                                  64); workers start at init, spin briefly between ops and sleep
                                  when idle; results do not depend on the count */
