@@ -874,6 +874,55 @@ TEST(BenchCli, OnlyOneTest) {
   EXPECT_NE(out.find("n_batch 2, kv f16"), std::string::npos) << out;
 }
 
+// -o json: one JSON document on stdout (the table goes to stderr); --vs-roofline measures the
+// bandwidth first and gives each decode row bytes per token x t/s over the read bandwidth (#19).
+TEST(BenchCli, JsonOutputAndRooflineColumn) {
+  ringlm_test::RandomModelShape shape;
+  AlignedBuffer buf;
+  std::string err;
+  ASSERT_TRUE(ringlm_test::random_model(shape, fb::DType::Q8, &buf, &err)) << err;
+  const std::string path = ringlm_test::temp_dir() + "/tinyjson.rlm";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  }
+  const std::string b = ringlm_test::ringlm_bin() + " bench -m " + path +
+                        " -p 4 -n 4 -r 1 --bw-mib 8 --vs-roofline";
+  std::string out;
+  ASSERT_EQ(ringlm_test::run_command(b + " -o json 2>/dev/null", &out), 0) << out;
+  const json j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout is not one JSON document:\n" << out;
+  ASSERT_TRUE(j["environment"]["cpu"].is_string());
+  const json& runnable = j["environment"]["kernels_runnable"];
+  ASSERT_TRUE(runnable.is_array());
+  EXPECT_EQ(runnable.back(), "ref") << runnable.dump();
+  EXPECT_EQ(j["environment"]["kernels_auto"], runnable.front());
+  EXPECT_EQ(j["config"]["kv"], "f16");
+  ASSERT_EQ(j["rows"].size(), 2u) << j.dump(2);
+  const json& pp = j["rows"][0];
+  const json& tg = j["rows"][1];
+  EXPECT_EQ(pp["test"], "pp4");
+  EXPECT_FALSE(pp.contains("vs_roofline_pct"));  // prefill is compute-bound: no figure
+  EXPECT_EQ(tg["test"], "tg4");
+  ASSERT_TRUE(tg["supported"].get<bool>());
+  const json* one = nullptr;
+  for (const json& bw : j["bandwidth"])
+    if (bw["threads"] == 1) one = &bw;
+  ASSERT_NE(one, nullptr) << j["bandwidth"].dump();
+  const double read = (*one)["read_gbs"].get<double>();
+  ASSERT_GT(read, 0.0);
+  const double expect = 100.0 * j["decode_bytes_per_token"].get<double>() *
+                        tg["tps_mean"].get<double>() / (read * 1e9);
+  EXPECT_NEAR(tg["vs_roofline_pct"].get<double>(), expect, 1e-9 * expect);
+  EXPECT_EQ(j["decode_bytes_per_token"].get<double>(), j["model"]["weight_bytes"].get<double>());
+  // The markdown table: the environment line above it and the column.
+  ASSERT_EQ(ringlm_test::run_command(b + " 2>/dev/null", &out), 0) << out;
+  EXPECT_EQ(out.rfind("cpu: ", 0), 0u) << out;
+  EXPECT_NE(out.find("| vs roofline |"), std::string::npos) << out;
+  EXPECT_NE(out.find("(runnable: "), std::string::npos) << out;
+  EXPECT_EQ(ringlm_test::run_command(b + " -o xml 2>/dev/null", &out), 2);
+}
+
 TEST(BenchCli, HelpAndUsageErrors) {
   const std::string b = ringlm_test::ringlm_bin();
   std::string out;
@@ -881,7 +930,8 @@ TEST(BenchCli, HelpAndUsageErrors) {
   for (const char* opt : {"--model", "--synthetic", "--quant", "--as-llama", "--seed", "--layers",
                           "--n-prompt", "--n-gen", "--threads", "--kernels", "--repetitions",
                           "--batch", "--kv", "--background", "Exit status",
-                          "--bw-mib", "smollm2-135m", "unsupported"})
+                          "--bw-mib", "smollm2-135m", "unsupported", "--vs-roofline", "--output",
+                          "--clock", "--depth"})
     EXPECT_NE(out.find(opt), std::string::npos) << opt;
   EXPECT_EQ(ringlm_test::run_command(b + " --help", &out), 0);
   EXPECT_NE(out.find("bench"), std::string::npos);

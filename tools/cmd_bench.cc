@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,8 +33,11 @@
 #include "grammar_flags.h"
 #include "mapped_file.h"
 #include "model_generated.h"
+#include "platform/cpu_features.h"
 #include "tokenizer_source.h"
 #include "ringlm/ringlm.h"
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -104,6 +108,13 @@ const char kUsage[] =
     "      --kv f32|f16|q8     KV cache precision (default f16)\n"
     "      --bw-mib N          memory-bandwidth buffer size in MiB (default 256, far above the\n"
     "                          last-level cache; 0 = skip the bandwidth measurement)\n"
+    "      --vs-roofline       measure the bandwidth first (in a child process) and add a column:\n"
+    "                          each decode row's bytes per token (weights, + KV at --depth) x t/s\n"
+    "                          as a share of the 1-thread read bandwidth of its thread count\n"
+    "                          (speculative rows can pass 100 %: several tokens per weight read)\n"
+    "  -o, --output md|json    md (default): the markdown table and notes on stdout; json: one\n"
+    "                          JSON document on stdout for scripts (environment, config, rows,\n"
+    "                          bandwidth, decode bytes per token), the table and notes on stderr\n"
     "      --spec-lookup LIST  speculative rows next to tg, draft lengths comma-separated (e.g.\n"
     "                          4,8): the \"echo\" test. The model's own greedy output G of tgN\n"
     "                          from the start token becomes the prompt [start, G, start] (not\n"
@@ -346,6 +357,118 @@ std::string resolve_auto_kernels(const rlm_model* model, rlm_session_config cfg)
   return "";
 }
 
+// What a table was measured on, printed above it and written with --json: results depend on
+// the CPU and the kernel table as much as on the model.
+struct BenchEnvironment {
+  std::string cpu;                    // /proc/cpuinfo's model name (or the ARM part), else "unknown"
+  uint32_t cpus_online = 0;
+  std::string features;               // cpu_features_describe
+  std::string auto_kernels;           // the table "auto" resolves to
+  std::vector<std::string> runnable;  // every table this CPU and build can run, best first
+};
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, part, implementer;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon), value = line.substr(colon + 1);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    while (!value.empty() && value.front() == ' ') value.erase(value.begin());
+    if (key == "model name" || key == "Hardware" || key == "Model") return value;
+    if (key == "CPU part" && part.empty()) part = value;
+    if (key == "CPU implementer" && implementer.empty()) implementer = value;
+  }
+  if (!part.empty()) return "ARM implementer " + implementer + " part " + part;
+  return "unknown";
+}
+
+BenchEnvironment bench_environment(const rlm_model* model, rlm_session_config cfg) {
+  BenchEnvironment e;
+  e.cpu = cpu_model_name();
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  e.cpus_online = n > 0 ? static_cast<uint32_t>(n) : 0;
+  char buf[256];
+  const size_t len = cpu_features_describe(cpu_features_detect(), buf, sizeof buf);
+  e.features = len ? std::string(buf, std::min(len, sizeof buf - 1)) : "(none)";
+  static const char* const kOrder[] = {"avx512", "avx2", "i8mm", "dotprod", "neon", "armv7", "ref"};
+  cfg.n_threads = 1;
+  for (const char* name : kOrder) {
+    cfg.kernels = name;
+    size_t need = 0, align = 0;
+    if (rlm_session_memory(model, &cfg, &need, &align) != RLM_OK) continue;  // not this CPU's
+    CliSession session;
+    if (session.open("bench", model, cfg, nullptr)) e.runnable.push_back(name);
+  }
+  e.auto_kernels = e.runnable.empty() ? "?" : e.runnable.front();
+  return e;
+}
+
+void print_environment(const BenchEnvironment& e) {
+  std::string tables;
+  for (const std::string& t : e.runnable) tables += (tables.empty() ? "" : ", ") + t;
+  printf("cpu: %s (%u online) | features: %s | kernels: auto = %s (runnable: %s)\n\n",
+         e.cpu.c_str(), e.cpus_online, e.features.c_str(), e.auto_kernels.c_str(),
+         tables.c_str());
+  fflush(stdout);
+}
+
+// Bytes one decode step reads: the weights, and with `depth` the K and V rows of every position
+// before it (the mean over an n_gen-token run: depth + n_gen / 2; sliding-window layers are
+// counted as global).
+double decode_bytes_per_token(const rlm_model_info& info, rlm_kv_dtype kv, uint32_t depth,
+                              uint32_t n_gen) {
+  const double kv_dim = static_cast<double>(info.n_kv_heads) * info.head_dim;
+  const double row = kv == RLM_KV_F32   ? 4 * kv_dim
+                     : kv == RLM_KV_F16 ? 2 * kv_dim
+                                        : kv_dim + 4.0 * info.n_kv_heads;
+  const double kv_read = depth ? 2.0 * info.n_layers * row * (depth + n_gen / 2.0) : 0;
+  return static_cast<double>(info.weight_bytes) + kv_read;
+}
+
+// The thread counts the bandwidth is measured with: 1, 2 and every count of the table.
+std::vector<uint32_t> bandwidth_thread_counts(const std::vector<uint32_t>& threads) {
+  std::vector<uint32_t> counts = {1, 2};
+  for (uint32_t t : threads)
+    if (std::find(counts.begin(), counts.end(), t) == counts.end()) counts.push_back(t);
+  std::sort(counts.begin(), counts.end());
+  return counts;
+}
+
+// measure_bandwidth for each count in a child process (its buffers never touch this process's
+// peak RSS); results come back through a pipe. Empty if the child fails.
+std::vector<BandwidthResult> bandwidth_in_child(uint32_t mib, const std::vector<uint32_t>& counts) {
+  std::vector<BandwidthResult> out;
+  int fds[2];
+  if (pipe(fds) != 0) return out;
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return out;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    for (uint32_t c : counts) {
+      BandwidthResult b;
+      if (!measure_bandwidth(static_cast<size_t>(mib) << 20, c, 5, &b)) continue;
+      if (write(fds[1], &b, sizeof b) != static_cast<ssize_t>(sizeof b)) break;
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  BandwidthResult b;
+  while (read(fds[0], &b, sizeof b) == static_cast<ssize_t>(sizeof b)) out.push_back(b);
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return out;
+}
+
 struct Stat {
   double mean = 0, sd = 0;
 };
@@ -529,22 +652,67 @@ struct Row {
   Stat tps;
 };
 
-// `load`: the background process count, or -1 for no "load" column.
-void print_row(const std::string& model, const std::string& size, const std::string& params,
-               const std::string& backend, int64_t load, const Row& r) {
-  char tps[96];
-  if (r.supported) snprintf(tps, sizeof tps, "%.2f ± %.2f", r.tps.mean, r.tps.sd);
-  else snprintf(tps, sizeof tps, "unsupported");
-  char load_cell[32] = "";
-  if (load >= 0) snprintf(load_cell, sizeof load_cell, " %lld |", static_cast<long long>(load));
-  printf("| %s | %s | %s | %s | %u |%s %s | %s |\n", model.c_str(), size.c_str(), params.c_str(),
-         backend.c_str(), r.threads, load_cell, r.test.c_str(), tps);
-  fflush(stdout);
-}
+// The table as it is printed, kept for --json; with --vs-roofline a column giving each decode
+// row's bytes per token x tokens/s as a share of the read bandwidth measured before the runs.
+struct BenchReport {
+  bool load_column = false;
+  bool roofline = false;
+  std::vector<BandwidthResult> bw;  // --vs-roofline: measured before the runs
+  double decode_bytes = 0;          // bytes one decode step reads: weights (+ KV at --depth)
+  struct Rec {
+    std::string model, backend, test;
+    uint32_t threads = 0;
+    int64_t load = -1;
+    bool supported = false;
+    double mean = 0, sd = 0, roofline_pct = -1;  // -1: no roofline figure for the row
+  };
+  std::vector<Rec> rows;
+
+  const BandwidthResult* bw_for(uint32_t threads) const {
+    for (const BandwidthResult& b : bw)
+      if (b.threads == threads) return &b;
+    return nullptr;
+  }
+  void header() const {
+    printf("| model | size | params | backend | threads |%s test | t/s |%s\n",
+           load_column ? " load |" : "", roofline ? " vs roofline |" : "");
+    printf("| --- | ---: | ---: | --- | ---: |%s ---: | ---: |%s\n", load_column ? " ---: |" : "",
+           roofline ? " ---: |" : "");
+    fflush(stdout);
+  }
+  // `load`: the background process count, or -1 for no "load" column.
+  void row(const std::string& model, const std::string& size, const std::string& params,
+           const std::string& backend, int64_t load, const Row& r) {
+    char tps[96];
+    if (r.supported) snprintf(tps, sizeof tps, "%.2f ± %.2f", r.tps.mean, r.tps.sd);
+    else snprintf(tps, sizeof tps, "unsupported");
+    char load_cell[32] = "";
+    if (load >= 0) snprintf(load_cell, sizeof load_cell, " %lld |", static_cast<long long>(load));
+    Rec rec{model, backend, r.test, r.threads, load, r.supported, r.tps.mean, r.tps.sd, -1};
+    // Generated-token rows (tgN, echo tgN, its lookup rows): every token is one pass's worth of
+    // weight reads at the roofline, so a speculative row may exceed 100 %.
+    const bool decode_row = r.test.rfind("tg", 0) == 0 || r.test.rfind("echo tg", 0) == 0;
+    const BandwidthResult* b = bw_for(r.threads);
+    if (roofline && r.supported && decode_row && b && b->read_gbs > 0 &&
+        r.test.find(" beam") == std::string::npos) {
+      rec.roofline_pct = 100.0 * decode_bytes * r.tps.mean / (b->read_gbs * 1e9);
+    }
+    char roof[48] = "";
+    if (roofline) {
+      if (rec.roofline_pct >= 0) snprintf(roof, sizeof roof, " %.1f %% |", rec.roofline_pct);
+      else snprintf(roof, sizeof roof, " - |");
+    }
+    printf("| %s | %s | %s | %s | %u |%s %s | %s |%s\n", model.c_str(), size.c_str(),
+           params.c_str(), backend.c_str(), r.threads, load_cell, r.test.c_str(), tps, roof);
+    fflush(stdout);
+    rows.push_back(rec);
+  }
+};
 
 // --grammar: the rows "tgN t=1" and "tgN t=1 grammar", then the mask replay's summary line
 // (into *lines). False with the message printed.
-bool grammar_rows(Runner& run, const rlm_grammar* g, double compiled_s, size_t grammar_bytes,
+bool grammar_rows(BenchReport& report, Runner& run, const rlm_grammar* g, double compiled_s,
+                  size_t grammar_bytes,
                   const rlm_model* model, const rlm_session_config& cfg,
                   uint32_t n_gen, uint32_t reps, uint32_t nt, const std::string& backend,
                   const std::string& label, const std::string& size_s, const std::string& params_s,
@@ -579,7 +747,7 @@ bool grammar_rows(Runner& run, const rlm_grammar* g, double compiled_s, size_t g
     }
     const Row row{nt, base + (with ? " grammar" : ""), true, stats_of(v)};
     tps[with] = row.tps.mean;
-    print_row(label, size_s, params_s, backend, load_cell, row);
+    report.row(label, size_s, params_s, backend, load_cell, row);
     ++*rows_total;
   }
   rlm_session_set_grammar(s, nullptr);
@@ -634,6 +802,8 @@ struct BenchOptions {
   rlm_kv_dtype kv = RLM_KV_F16;  // the runtime's default
   uint32_t depth = 0;                 // --depth: context tokens before the pp and tg runs
   bool cpu_clock = false;             // --clock cpu
+  bool vs_roofline = false;           // --vs-roofline: the table's roofline column
+  bool json_output = false;           // -o json
 };
 
 // Parses argv into *o. Returns -1 to go on, else the exit status (0 for --help, 2 for a usage
@@ -710,6 +880,12 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       if (!need()) return 2;
       ok = parse_u32_list(v, &loads, true);
       for (uint32_t n : loads) ok = ok && n <= 64;
+    } else if (a == "--vs-roofline") {
+      o->vs_roofline = true;
+    } else if (a == "-o" || a == "--output") {
+      if (!need()) return 2;
+      ok = !strcmp(v, "md") || !strcmp(v, "json");
+      o->json_output = ok && !strcmp(v, "json");
     } else if (a == "--clock") {
       if (!need()) return 2;
       ok = !strcmp(v, "wall") || !strcmp(v, "cpu");
@@ -840,6 +1016,16 @@ bool load_bench_model(const BenchOptions& o, ModelBytes* model_bytes, std::strin
 int cmd_bench(int argc, char** argv) {
   BenchOptions opts;
   if (const int rc = parse_bench_flags(argc, argv, &opts); rc >= 0) return rc;
+  // -o json: stdout is the JSON document's alone; everything printed for people goes to stderr.
+  int json_fd = -1;
+  if (opts.json_output) {
+    fflush(stdout);
+    json_fd = dup(STDOUT_FILENO);
+    if (json_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      fprintf(stderr, "ringlm bench: -o json: %s\n", strerror(errno));
+      return 1;
+    }
+  }
   const std::string& synthetic = opts.synthetic;
   const uint32_t n_prompt = opts.n_prompt, n_gen = opts.n_gen, reps = opts.reps,
                  batch = opts.batch, bw_mib = opts.bw_mib;
@@ -909,14 +1095,19 @@ int cmd_bench(int argc, char** argv) {
 
   const bool load_column = !loads.empty();
   if (loads.empty()) loads.push_back(0);
-  if (load_column) {
-    printf("| model | size | params | backend | threads | load | test | t/s |\n");
-    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
-  } else {
-    printf("| model | size | params | backend | threads | test | t/s |\n");
-    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+  BenchReport report;
+  report.load_column = load_column;
+  report.roofline = opts.vs_roofline;
+  report.decode_bytes = decode_bytes_per_token(info, kv, opts.depth, n_gen);
+  const BenchEnvironment env = bench_environment(&model, cfg);
+  print_environment(env);
+  if (opts.vs_roofline) {
+    // Before the runs, in a child process, so the buffers count in neither the runs' caches nor
+    // the peak RSS reported below.
+    fprintf(stderr, "ringlm bench: measuring memory bandwidth (--vs-roofline)...\n");
+    report.bw = bandwidth_in_child(bw_mib ? bw_mib : 256, bandwidth_thread_counts(threads));
   }
-  fflush(stdout);
+  report.header();
   struct RunResult {
     std::string backend;
     uint32_t threads;
@@ -973,7 +1164,7 @@ int cmd_bench(int argc, char** argv) {
               Row row;
               row.threads = nt;
               row.test = *t;
-              print_row(label, size_s, params_s, backend, load_cell, row);
+              report.row(label, size_s, params_s, backend, load_cell, row);
               ++failed_rows;
               ++rows_total;
             }
@@ -1013,7 +1204,7 @@ int cmd_bench(int argc, char** argv) {
               v.push_back(n / secs);
             }
             *row = Row{nt, name, true, stats_of(v)};
-            print_row(label, size_s, params_s, backend, load_cell, *row);
+            report.row(label, size_s, params_s, backend, load_cell, *row);
             ++rows_total;
             return true;
           };
@@ -1047,7 +1238,7 @@ int cmd_bench(int argc, char** argv) {
               v.push_back(n_gen / secs);
             }
             const Row plain_row{nt, echo_name, true, stats_of(v)};
-            print_row(label, size_s, params_s, backend, load_cell, plain_row);
+            report.row(label, size_s, params_s, backend, load_cell, plain_row);
             ++rows_total;
             for (uint32_t k : opts.spec_lookup) {
               v.clear();
@@ -1061,7 +1252,7 @@ int cmd_bench(int argc, char** argv) {
               }
               const Row spec_row{nt, echo_name + " lookup" + std::to_string(k), true,
                                  stats_of(v)};
-              print_row(label, size_s, params_s, backend, load_cell, spec_row);
+              report.row(label, size_s, params_s, backend, load_cell, spec_row);
               ++rows_total;
               // Passes that ran the model: verification passes, plus plain steps (no draft).
               const double passes = static_cast<double>(n_gen - stats.accepted);
@@ -1186,7 +1377,7 @@ int cmd_bench(int argc, char** argv) {
                 v.push_back((n_gen - 1) / dt);
               }
               const Row beam_row{nt, tg_name + " beam" + std::to_string(width), true, stats_of(v)};
-              print_row(label, size_s, params_s, backend, load_cell, beam_row);
+              report.row(label, size_s, params_s, backend, load_cell, beam_row);
               ++rows_total;
               char line[200];
               snprintf(line, sizeof line,
@@ -1199,7 +1390,7 @@ int cmd_bench(int argc, char** argv) {
             rlm_session_set_ignore_eos(s, 0);
           }
           if (grammar.get() &&
-              !grammar_rows(run, grammar.get(), grammar.compile_s(), grammar.bytes(), &model, cfg,
+              !grammar_rows(report, run, grammar.get(), grammar.compile_s(), grammar.bytes(), &model, cfg,
                             n_gen, reps, nt,
                             backend, label, size_s, params_s, load_cell, &rows_total,
                             &spec_lines)) {
@@ -1216,15 +1407,10 @@ int cmd_bench(int argc, char** argv) {
   const double peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;  // KiB on Linux
 
   // ---- memory bandwidth (after the peak RSS reading: its buffers are not the model's) ----
-  std::vector<BandwidthResult> bw;
-  if (bw_mib) {
-    std::vector<uint32_t> counts = {1, 2};
-    for (const RunResult& r : results)
-      if (r.supported && std::find(counts.begin(), counts.end(), r.threads) == counts.end())
-        counts.push_back(r.threads);
-    std::sort(counts.begin(), counts.end());
+  std::vector<BandwidthResult> bw = report.bw;  // --vs-roofline measured it already
+  if (bw_mib && !opts.vs_roofline) {
     fprintf(stderr, "ringlm bench: measuring memory bandwidth...\n");
-    for (uint32_t c : counts) {
+    for (uint32_t c : bandwidth_thread_counts(threads)) {
       BandwidthResult b;
       if (measure_bandwidth(static_cast<size_t>(bw_mib) << 20, c, 5, &b)) bw.push_back(b);
     }
@@ -1238,14 +1424,9 @@ int cmd_bench(int argc, char** argv) {
   printf("\n");
   for (const RunResult& r : results) {
     if (!r.supported || n_gen == 0) continue;
-    // With --depth, each step also reads the K and V rows of every position before it (the
-    // mean over the run: depth + n_gen / 2); sliding-window layers are counted as global.
-    const double kv_dim = static_cast<double>(info.n_kv_heads) * info.head_dim;
-    const double row = kv == RLM_KV_F32   ? 4 * kv_dim
-                       : kv == RLM_KV_F16 ? 2 * kv_dim
-                                          : kv_dim + 4.0 * info.n_kv_heads;
-    const double kv_read = opts.depth ? 2.0 * info.n_layers * row * (opts.depth + n_gen / 2.0) : 0;
-    const double gbs = (static_cast<double>(info.weight_bytes) + kv_read) * r.tg_tps * 1e-9;
+    // With --depth, each step also reads the K and V rows of every position before it.
+    const double kv_read = report.decode_bytes - static_cast<double>(info.weight_bytes);
+    const double gbs = report.decode_bytes * r.tg_tps * 1e-9;
     char load_note[48] = "";
     if (load_column) snprintf(load_note, sizeof load_note, ", load %u", r.load);
     if (opts.depth) {
@@ -1312,6 +1493,53 @@ int cmd_bench(int argc, char** argv) {
   }
   printf(" | peak RSS %s\n", human_bytes(peak_rss).c_str());
   fflush(stdout);
+  if (json_fd >= 0) {
+    nlohmann::json j;
+    j["environment"] = {{"cpu", env.cpu},
+                        {"cpus_online", env.cpus_online},
+                        {"features", env.features},
+                        {"kernels_auto", env.auto_kernels},
+                        {"kernels_runnable", env.runnable}};
+    j["model"] = {{"name", label},
+                  {"weight_bytes", info.weight_bytes},
+                  {"params", params},
+                  {"n_layers", info.n_layers},
+                  {"vocab_size", info.vocab_size}};
+    j["config"] = {{"n_prompt", n_prompt}, {"n_gen", n_gen},  {"depth", opts.depth},
+                   {"repetitions", reps},  {"n_ctx", cfg.n_ctx}, {"n_batch", cfg.n_batch},
+                   {"kv", kv_dtype_name(kv)}, {"clock", opts.cpu_clock ? "cpu" : "wall"}};
+    j["decode_bytes_per_token"] = report.decode_bytes;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const BenchReport::Rec& r : report.rows) {
+      nlohmann::json o = {{"backend", r.backend}, {"threads", r.threads}, {"test", r.test},
+                          {"supported", r.supported}};
+      if (r.load >= 0) o["load"] = r.load;
+      if (r.supported) {
+        o["tps_mean"] = r.mean;
+        o["tps_sd"] = r.sd;
+      }
+      if (r.roofline_pct >= 0) o["vs_roofline_pct"] = r.roofline_pct;
+      rows.push_back(o);
+    }
+    j["rows"] = rows;
+    nlohmann::json bws = nlohmann::json::array();
+    for (const BandwidthResult& b : bw)
+      bws.push_back({{"threads", b.threads}, {"read_gbs", b.read_gbs}, {"triad_gbs", b.triad_gbs}});
+    j["bandwidth"] = bws;
+    j["peak_rss_bytes"] = peak_rss;
+    j["open_ms"] = open_s * 1e3;
+    const std::string doc = j.dump(2) + "\n";
+    size_t done = 0;
+    while (done < doc.size()) {
+      const ssize_t w = write(json_fd, doc.data() + done, doc.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        fprintf(stderr, "ringlm bench: -o json: cannot write stdout: %s\n", strerror(errno));
+        return 1;
+      }
+      done += static_cast<size_t>(w);
+    }
+  }
   if (failed_rows) {
     fprintf(stderr, "ringlm bench: %u of %u rows did not run\n", failed_rows, rows_total);
     return 1;
