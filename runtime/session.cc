@@ -52,8 +52,11 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   }
 }
 
+constexpr uint32_t kNoGrammarStart = UINT32_MAX;
+
 // The grammar state at the start of a turn's output.
 void grammar_begin(SessionImpl* s) {
+  s->grammar_start = kNoGrammarStart;
   if (!s->grammar) return;
   ErrorSink err{s->error, sizeof s->error};
   s->grammar_status = matcher_reset(&s->gstate, &err);
@@ -65,6 +68,28 @@ bool is_stop_token(const SessionImpl* s, int32_t token) {
     if (s->stop_tokens[i] == token) return true;
   }
   return false;
+}
+
+// After grammar_begin: the parse state of the grammar's sentence as it stood at `position`, by
+// accepting the tokens the ring holds at [start, position) again. The grammar state follows the
+// KV position, so a rewind into a constrained output continues its sentence. A token the grammar
+// does not take (an end token, input fed in between) leaves the fresh state of grammar_begin.
+void grammar_replay(SessionImpl* s, uint32_t start, uint32_t position) {
+  if (!s->grammar || s->grammar_status != RLM_OK || start >= position) return;
+  const KvRing& kv = s->tf.kv;
+  const KvGeom& g = kv.geom[kKvGlobal];
+  ErrorSink err{s->error, sizeof s->error};
+  for (uint32_t p = start; p < position; ++p) {
+    const int32_t token = kv.tokens[kv_slot(g, p)];
+    bool accepted = false;
+    if (is_stop_token(s, token) ||
+        grammar_accept_token(*s->grammar, &s->gstate, token, &accepted, &err) != RLM_OK ||
+        !accepted) {
+      grammar_begin(s);
+      return;
+    }
+  }
+  s->grammar_start = start;
 }
 
 void history_push(SessionImpl* s, int32_t token) {
@@ -806,14 +831,21 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   s->cancel_base = __atomic_load_n(&s->cancel_requests, __ATOMIC_ACQUIRE);
   RLM_CHECK(!s->turn_ended || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
             "the turn has ended (stop reason reported); feed input to continue");
-  RLM_CHECK(s->logits_ready || s->has_last || s->n_pending > 0, RLM_ERR_BAD_STATE, &err,
-            "nothing to run: feed a prompt first");
+  RLM_CHECK(s->logits_ready || s->has_last || s->n_pending > 0 || s->n_past > 0,
+            RLM_ERR_BAD_STATE, &err, "nothing to run: feed a prompt first");
   uint32_t n_run = 0;
   if (!spec_take_row(s)) {
-    if (s->spec.mode != RLM_SPEC_OFF && s->has_last && s->n_pending == 0 && !s->logits_ready) {
-      RLM_RETURN_IF_ERROR(verify_pass(s, &n_run, &err));
+    if (!s->logits_ready && !s->has_last && s->n_pending == 0) {
+      // After a rewind (nothing pending, no logits): the last kept position runs again for the
+      // distribution of the next one, so generation continues from the rewound point.
+      RLM_RETURN_IF_ERROR(prepare_raw_logits(s, &err));
+      n_run = 1;
+    } else {
+      if (s->spec.mode != RLM_SPEC_OFF && s->has_last && s->n_pending == 0 && !s->logits_ready) {
+        RLM_RETURN_IF_ERROR(verify_pass(s, &n_run, &err));
+      }
+      if (!s->spec.active) RLM_RETURN_IF_ERROR(run_pending(s, &n_run, &err));
     }
-    if (!s->spec.active) RLM_RETURN_IF_ERROR(run_pending(s, &n_run, &err));
   }
 
   // Sample in place on the logits, then append. With no candidates the sampler has left the
@@ -844,6 +876,7 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
   s->has_last = true;
   history_push(s, token);
   ++s->generated;
+  if (s->grammar && s->grammar_start == kNoGrammarStart) s->grammar_start = s->n_past;
 
   r->token = token;
   r->position = s->n_past;
@@ -912,6 +945,7 @@ Status session_rewind(SessionImpl* s, uint32_t position) {
             s->n_past, s->tf.kv.geom[kKvGlobal].n_ctx);
   spec_end(s);
   spec_forget_from(&s->spec, position);
+  const uint32_t grammar_start = s->grammar_start;
   s->n_past = position;
   s->n_pending = 0;
   s->has_last = false;
@@ -927,6 +961,9 @@ Status session_rewind(SessionImpl* s, uint32_t position) {
     history_push(s, kv.tokens[kv_slot(g, p)]);
   }
   begin_turn(s);
+  if (grammar_start != kNoGrammarStart && position > grammar_start) {
+    grammar_replay(s, grammar_start, position);
+  }
   return RLM_OK;
 }
 

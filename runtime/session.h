@@ -95,6 +95,9 @@ struct SessionImpl {
   Matcher gstate;
   MaskScratch gmask;
   Status grammar_status;         // of the turn's matcher_reset: not RLM_OK = the step fails
+  uint32_t grammar_start;        // position of the first token the grammar parsed this turn
+                                 // (kNoGrammarStart until one is sampled): a rewind to a later
+                                 // position replays the tokens between (session_rewind)
 
   // Log-probabilities (rlm_session_set_logprobs): on/off, the caller's top-n array (borrowed),
   // and a copy of the raw logits the step samples from, so the sampled token's raw logit

@@ -253,6 +253,70 @@ TEST(GrammarSession, EveryTurnStartsTheGrammarAgain) {
   EXPECT_EQ(run_turn(ts.s, "free", 20).stop, RLM_STOP_MAX_TOKENS);
 }
 
+// The grammar state follows the KV position (#15): a rewind into a constrained output continues
+// its sentence from the tokens kept; a rewind to the output's start (or before it) begins it
+// again.
+TEST(GrammarSession, RewindInsideTheOutputContinuesItsSentence) {
+  const OpenedModel& m = model_fixture();
+  CompiledGrammar g(&m.model, "root ::= \"<\" [a-z]{6,40} \">\"");
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  const std::regex sentence(R"(<[a-z]{6,40}>)");
+  TestSession ts;
+  ASSERT_EQ(ts.init(&m.model, grammar_config()), RLM_OK);
+  ASSERT_EQ(rlm_session_set_grammar(ts.s, g.g), RLM_OK);
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 40 && checked < 8; ++seed) {
+    SCOPED_TRACE(seed);
+    rlm_session_reset(ts.s);
+    const rlm_sampling sp = sampling(seed);
+    rlm_session_set_sampling(ts.s, &sp);
+    rlm_session_set_max_tokens(ts.s, 0);
+    ASSERT_EQ(rlm_session_feed_text(ts.s, "q", 1), RLM_OK);
+    // Five tokens of the sentence, each one's text and position.
+    std::vector<std::string> texts;
+    uint32_t first_pos = 0;
+    bool stopped = false;
+    for (int i = 0; i < 5 && !stopped; ++i) {
+      rlm_step_result r;
+      r.struct_size = sizeof r;
+      ASSERT_EQ(rlm_step(ts.s, &r), RLM_OK) << rlm_session_error(ts.s);
+      if (i == 0) first_pos = r.position;
+      texts.emplace_back(r.text, r.text_len);
+      stopped = r.stop != RLM_STOP_NONE;
+    }
+    if (stopped) continue;  // a sentence of fewer than 5 tokens: nothing to rewind into
+    for (uint32_t keep : {3u, 1u, 0u}) {
+      SCOPED_TRACE(keep);
+      ASSERT_EQ(rlm_session_rewind(ts.s, first_pos + keep), RLM_OK);
+      std::string text;
+      for (uint32_t i = 0; i < keep; ++i) text += texts[i];
+      rlm_stop_reason stop = RLM_STOP_NONE;
+      for (int i = 0; i < 200 && stop == RLM_STOP_NONE; ++i) {
+        rlm_step_result r;
+        r.struct_size = sizeof r;
+        ASSERT_EQ(rlm_step(ts.s, &r), RLM_OK) << rlm_session_error(ts.s);
+        text.append(r.text, r.text_len);
+        stop = r.stop;
+      }
+      if (stop == RLM_STOP_END_TOKEN) continue;
+      ASSERT_EQ(stop, RLM_STOP_GRAMMAR) << text;
+      EXPECT_TRUE(std::regex_match(text, sentence)) << "kept " << keep << ": " << text;
+      // Rewind back to where the five tokens were, for the next `keep`.
+      ASSERT_EQ(rlm_session_rewind(ts.s, first_pos), RLM_OK);
+      // (That also begins the sentence again: the next steps regenerate from its start.)
+      for (int i = 0; i < 5; ++i) {
+        rlm_step_result r;
+        r.struct_size = sizeof r;
+        ASSERT_EQ(rlm_step(ts.s, &r), RLM_OK) << rlm_session_error(ts.s);
+        texts[i].assign(r.text, r.text_len);
+        ASSERT_EQ(r.stop, RLM_STOP_NONE);
+      }
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 4) << "too few sentences of 5+ tokens to check";
+}
+
 TEST(GrammarSession, SpeculationKeepsTheTokens) {
   const OpenedModel& m = model_fixture();
   CompiledGrammar g(&m.model, rlm_json_gbnf());

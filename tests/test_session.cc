@@ -179,6 +179,40 @@ TEST_F(RandomSession, SizeQueryIsExact) {
   }
 }
 
+// A step right after a rewind (nothing fed) runs the last kept position again and continues:
+// greedy regenerates exactly the tokens that followed it.
+TEST_F(RandomSession, StepAfterRewindContinuesFromThere) {
+  rlm_session_config cfg;
+  rlm_session_config_default(&cfg);
+  cfg.n_ctx = 128;
+  TestSession ts;
+  ASSERT_EQ(ts.init(&model_, cfg), RLM_OK);
+  std::vector<int32_t> tokens;
+  rlm_session_set_ignore_eos(ts.s, 1);
+  greedy(ts.s, "hello", 12, &tokens);
+  ASSERT_EQ(tokens.size(), 12u);
+  // The first generated token sits at the position after the prompt; the last one never ran.
+  const uint32_t end = rlm_session_position(ts.s);
+  const uint32_t first = end - 11;
+  for (uint32_t keep : {7u, 1u}) {
+    ASSERT_EQ(rlm_session_rewind(ts.s, first + keep), RLM_OK);
+    rlm_session_set_max_tokens(ts.s, 12 - keep);
+    for (uint32_t i = keep; i < 12; ++i) {
+      rlm_step_result r;
+      rlm_step_result_default(&r);
+      ASSERT_EQ(rlm_step(ts.s, &r), RLM_OK) << rlm_session_error(ts.s);
+      EXPECT_EQ(r.token, tokens[i]) << "kept " << keep << ", token " << i;
+      EXPECT_EQ(r.position, first + i);
+      if (i == keep) EXPECT_EQ(r.n_evaluated, 1u);  // the re-run of position first + keep - 1
+    }
+  }
+  // Rewound to nothing there is nothing to continue from.
+  ASSERT_EQ(rlm_session_rewind(ts.s, 0), RLM_OK);
+  rlm_step_result r;
+  rlm_step_result_default(&r);
+  EXPECT_EQ(rlm_step(ts.s, &r), RLM_ERR_BAD_STATE);
+}
+
 TEST_F(RandomSession, KvF16UsesHalfTheCacheBytes) {
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);

@@ -393,7 +393,9 @@ typedef struct rlm_step_result {
   const char* text;       /* UTF-8 text this step releases; borrowed until the next call */
   size_t text_len;
   rlm_stop_reason stop;   /* != NONE: the turn ended; feed more input to continue */
-  uint32_t n_evaluated;   /* tokens run through the model by this step */
+  uint32_t n_evaluated;   /* tokens run through the model by this step (after a rewind with
+                           * nothing fed, 1: the last kept position runs again for the logits
+                           * of the next, and the position does not advance) */
   /* Added with log-probabilities: a struct_size that ends before `logprob` (an older header's
    * sizeof) is still accepted; those fields (and the top-n array) are then not written. Filled while
    * rlm_session_set_logprobs has turned them on; otherwise logprob and sampler_logprob are NAN
@@ -566,7 +568,10 @@ RLM_API uint32_t rlm_session_position(const rlm_session* session);
 
 /* Drop positions >= `position` (pending input and held-back text too), so a chat can reuse the
  * KV prefix. Allowed for any position <= the current one while the ring has not wrapped;
- * after a wrap, RLM_ERR_REWIND. */
+ * after a wrap, RLM_ERR_REWIND. rlm_step right after it (nothing fed) continues from there: it
+ * runs position - 1 again for the next token's distribution (regenerate from a point). The
+ * max-tokens count and stop strings start again; a grammar's parse state follows the position:
+ * rewound into the turn's constrained output, the sentence continues from the tokens kept. */
 RLM_API rlm_status rlm_session_rewind(rlm_session* session, uint32_t position);
 
 /* ---------------------------------------------------------------------------------------------
