@@ -275,6 +275,7 @@ int cmd_serve(int argc, char** argv) {
   opt.n_batch = cfg.n_batch;
   opt.http.http_threads = http_threads ? http_threads : slots + queue + 4;
 
+  block_stop_signals();
   SlotPool pool;
   if (!pool.open(&model, cfg, slots, queue, &err)) {
     fprintf(stderr, "ringlm serve: %s\n", err.c_str());

@@ -586,16 +586,23 @@ struct Server {
 
 }  // namespace
 
-int run_server(const ServeOptions& opt, const ServeModel& model, SlotPool* pool) {
-  // SIGINT / SIGTERM end the server from a thread of our own (sigwait), not from a handler:
-  // stopping httplib is not async-signal-safe. Blocked here, before any thread starts, so every
-  // thread inherits the mask and the signal waits for sigwait.
+void block_stop_signals() {
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+}
+
+int run_server(const ServeOptions& opt, const ServeModel& model, SlotPool* pool) {
+  // SIGINT / SIGTERM end the server from a thread of our own (sigwait), not from a handler:
+  // stopping httplib is not async-signal-safe. block_stop_signals ran before any thread started.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  block_stop_signals();
 
   Server srv(opt);
   srv.model = &model;

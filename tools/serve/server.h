@@ -20,6 +20,11 @@ struct ServeOptions {
   HttpLimits http;
 };
 
+// Blocks SIGINT and SIGTERM in the calling thread (threads started after inherit it: the
+// signals then wait for run_server's sigwait instead of killing the process) and ignores
+// SIGPIPE. Call before starting any thread (the slots' watchdog and session workers).
+void block_stop_signals();
+
 // Serves until SIGINT / SIGTERM. Prints "ringlm serve: listening on http://HOST:PORT" on stdout
 // once the socket is bound. Returns the process exit status.
 int run_server(const ServeOptions& opt, const ServeModel& model, SlotPool* pool);

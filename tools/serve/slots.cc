@@ -13,11 +13,14 @@ long Slot::prepare(const std::vector<int32_t>& prompt, uint32_t n_batch, rlm_sta
          tokens[common] == prompt[common]) {
     ++common;
   }
-  // At least the last prompt token runs, so the step has fresh logits. Rounding down to a
-  // multiple of n_batch keeps the chunks of the prefill where a fresh session puts them: a
-  // reused prompt prefix then gives the same logits, bit for bit, as running it anew.
+  // At least the last prompt token runs, so the step has fresh logits.
   if (common >= prompt.size()) common = prompt.size() - 1;
-  if (n_batch > 0) common -= common % n_batch;
+  // A prompt that continues everything the slot holds (a follow-up turn) runs only its new
+  // tokens. One that diverges inside the cached sequence (another conversation with the same
+  // system prompt, the same prompt again) reuses a multiple of n_batch: the rest then runs in
+  // the chunks a fresh session would use, so a repeated prompt gives the same logits, bit for
+  // bit, as its first run.
+  if (common < held && n_batch > 0) common -= common % n_batch;
   // A rewind fails only once the ring has wrapped, which the server's limits (prompt + completion
   // within the context) rule out; start over if it happens anyway.
   if (rlm_session_rewind(s, static_cast<uint32_t>(common)) != RLM_OK) {

@@ -32,10 +32,10 @@ struct Slot {
   rlm_token_logprob top[kMaxTopLogprobs];  // rlm_session_set_logprobs' array
   std::atomic<bool> client_gone{false};    // set by the watchdog (then the session is cancelled)
 
-  // Rewinds the session to the longest prefix it shares with `prompt` that lets the rest run in
-  // the same n_batch chunks as a fresh prefill (a multiple of n_batch, and at least one token
-  // left to run, for the logits), then queues the rest. Returns the tokens reused; -1 with
-  // *st / the session error set when the feed fails.
+  // Rewinds the session to the prefix it shares with `prompt` and queues the rest: all of the
+  // cached tokens when the prompt continues them (a follow-up turn), else a multiple of n_batch
+  // (see slots.cc); at least the last prompt token always runs, for fresh logits. Returns the
+  // tokens reused; -1 with *st (and the session's error) when the feed fails.
   long prepare(const std::vector<int32_t>& prompt, uint32_t n_batch, rlm_status* st);
 
   // Internal to SlotPool (guarded by its mutex).
