@@ -147,6 +147,10 @@ def test_chat_template_and_shared_system_prompt(chat_model):
         assert s2 == 200, r2
         # The system prompt's tokens are reused (rounded down to the 64-token prefill chunks).
         assert r2["usage"]["prompt_tokens_details"]["cached_tokens"] >= 128
+        # A chat template needs a conversation that ends with a user message.
+        body["messages"].append({"role": "assistant", "content": "x"})
+        status, r = srv.post_json("/v1/chat/completions", body)
+        assert status == 400 and r["error"]["param"] == "messages", r
 
 
 def test_json_schema_and_grammar(server):

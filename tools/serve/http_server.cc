@@ -29,8 +29,13 @@ class ConnStream : public httplib::Stream {
     head_done_ = false;
     cut_ = ReadCut::kNone;
   }
+  // Stops the connection after this request, as a cut does.
+  void close_after() { cut_ = ReadCut::kBodyTooLarge; }
   ReadCut cut() const { return cut_; }
-  void set_head_done() { head_done_ = true; }
+  void set_head_done() {
+    head_done_ = true;
+    head_bytes_ = consumed_;
+  }
   bool buffered() const { return off_ < len_; }
 
   bool is_readable() const override { return buffered() || wait(POLLIN, remaining_ms()) > 0; }
@@ -64,6 +69,11 @@ class ConnStream : public httplib::Stream {
     // same packet as the headers).
     if (!head_done_ && consumed_ + n > limits_.max_head_bytes) {
       cut_ = ReadCut::kHeadTooLarge;
+      return -1;
+    }
+    // The body: its limit plus room for chunked framing (hex sizes and CRLFs).
+    if (head_done_ && consumed_ + n - head_bytes_ > limits_.max_body_bytes + limits_.max_body_bytes / 8 + 4096) {
+      cut_ = ReadCut::kBodyTooLarge;
       return -1;
     }
     memcpy(ptr, buf_ + off_, n);
@@ -122,7 +132,7 @@ class ConnStream : public httplib::Stream {
   int fd_;
   const HttpLimits& limits_;
   Clock::time_point deadline_{};
-  size_t consumed_ = 0;
+  size_t consumed_ = 0, head_bytes_ = 0;
   bool head_done_ = false;
   ReadCut cut_ = ReadCut::kNone;
   char buf_[4096];
@@ -143,6 +153,10 @@ GuardedServer::GuardedServer(const HttpLimits& limits) : limits_(limits) {
 int GuardedServer::current_socket() { return t_conn ? t_conn->socket() : -1; }
 
 ReadCut GuardedServer::read_cut() { return t_conn ? t_conn->cut() : ReadCut::kNone; }
+
+void GuardedServer::close_after_response() {
+  if (t_conn) t_conn->close_after();
+}
 
 void GuardedServer::head_done() {
   if (t_conn) t_conn->set_head_done();

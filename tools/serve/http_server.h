@@ -4,7 +4,8 @@
 //  - one deadline for the whole request (request line, headers and body), not only per recv(),
 //    so a client trickling a byte every few seconds (slowloris) is cut off;
 //  - a cap on the bytes of the request line and headers together (httplib reads a header line of
-//    any length before it checks it);
+//    any length before it checks it), and on the body's bytes as they arrive (httplib checks
+//    Content-Length, but reads a chunked body, or one without a length, to its end);
 //  - the socket of the request a worker thread is handling, so a handler can notice that its
 //    client went away (there is no such call on httplib's Request in 0.11).
 // Everything else (parsing, routing, chunked responses) is httplib's.
@@ -26,7 +27,7 @@ struct HttpLimits {
 };
 
 // Why reading the current request stopped early.
-enum class ReadCut { kNone, kTimeout, kHeadTooLarge };
+enum class ReadCut { kNone, kTimeout, kHeadTooLarge, kBodyTooLarge };
 
 class GuardedServer : public httplib::Server {
  public:
@@ -37,8 +38,11 @@ class GuardedServer : public httplib::Server {
   // Called by the pre-routing handler: the head has been read, the body limit applies from now.
   static void head_done();
   // Whether (and why) reading this thread's current request was cut off (an error handler turns
-  // it into 408 / 431).
+  // it into 408 / 431 / 413).
   static ReadCut read_cut();
+  // Marks the current request's connection for closing after its response (a request refused
+  // before its body was read leaves that body unread).
+  static void close_after_response();
   // Whether the peer of `fd` is still connected: false once it closed or reset the connection
   // (recv peeks 0 bytes or fails). Data waiting to be read (a pipelined request) counts as alive.
   static bool peer_alive(int fd);

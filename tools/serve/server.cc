@@ -490,6 +490,33 @@ struct Server {
   void routes() {
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       GuardedServer::head_done();
+      // Bodies are refused before a byte of them is read: a declared length over the limit, or
+      // a POST with neither a length nor chunked encoding (it would be read until the client
+      // closes). The unread body makes the connection unusable: it closes after the answer.
+      if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
+        const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+        const std::string len = req.get_header_value("Content-Length");
+        ApiError e;
+        e.status = 0;
+        if (!chunked && len.empty()) {
+          e.status = 411;
+          e.message = "a request body needs a Content-Length (or chunked transfer encoding)";
+        } else if (!len.empty() && (len.find_first_not_of("0123456789") != std::string::npos ||
+                                    len.size() > 15)) {
+          e.status = 400;
+          e.message = "invalid Content-Length '" + len + "'";
+        } else if (!len.empty() && std::stoull(len) > opt.http.max_body_bytes) {
+          e.status = 413;
+          e.message = "the request body is larger than " + std::to_string(opt.http.max_body_bytes) +
+                      " bytes (--max-body-bytes)";
+        }
+        if (e.status != 0) {
+          GuardedServer::close_after_response();
+          res.set_header("Connection", "close");
+          send_error(res, e);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      }
       const bool api = req.path.rfind("/v1/", 0) == 0 || req.path == "/metrics";
       if (api && !authorized(req)) {
         ApiError e;
@@ -543,8 +570,9 @@ struct Server {
     http.set_error_handler(httplib::Server::HandlerWithResponse(
         [this](const httplib::Request& req, httplib::Response& res) {
       const ReadCut cut = GuardedServer::read_cut();
-      if (cut == ReadCut::kTimeout) res.status = 408;
+      if (cut == ReadCut::kTimeout && res.status != 413) res.status = 408;
       if (cut == ReadCut::kHeadTooLarge) res.status = 431;
+      if (cut == ReadCut::kBodyTooLarge && res.status == 400) res.status = 413;
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       ApiError e;
       e.status = res.status;
