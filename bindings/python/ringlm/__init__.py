@@ -25,6 +25,7 @@ import enum
 import json as _json
 import mmap
 import os
+import stat
 import weakref
 from ctypes import POINTER, byref, c_char, c_char_p, c_float, c_int32, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass, field
@@ -171,12 +172,20 @@ class Model:
     def open(cls, path: Union[str, os.PathLike]) -> "Model":
         """Maps the model file (private copy-on-write mapping: the pages are the file's, shared
         with the page cache; nothing is read ahead or copied) and verifies it."""
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                raise Error("RLM_ERR_MODEL_TRUNCATED", f"'{os.fspath(path)}' is empty", 20)
-            # ACCESS_COPY: ctypes needs a writable buffer to take its address; the runtime
-            # never writes to model bytes, so no page is ever copied.
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        p = os.fspath(path)
+        try:
+            # stat before open: opening a FIFO would block; a directory or device is no model.
+            st = os.stat(p)
+            if not stat.S_ISREG(st.st_mode):
+                raise Error("RLM_ERR_INVALID_ARGUMENT", f"'{p}' is not a regular file", 1)
+            if st.st_size == 0:
+                raise Error("RLM_ERR_MODEL_TRUNCATED", f"'{p}' is empty", 20)
+            with open(p, "rb") as f:
+                # ACCESS_COPY: ctypes needs a writable buffer to take its address; the runtime
+                # never writes to model bytes, so no page is ever copied.
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        except OSError as e:
+            raise Error("RLM_ERR_NOT_FOUND", f"cannot open '{p}': {e.strerror}", 11) from None
         return cls(mm, _mmap=mm)
 
     @classmethod
