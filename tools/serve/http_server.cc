@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -83,11 +85,14 @@ class ConnStream : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
+    // Send first and wait only when the socket buffer is full: one system call per streamed
+    // chunk in the common case.
     for (;;) {
+      const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n >= 0) return n;
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
       if (wait(POLLOUT, static_cast<int>(limits_.write_timeout_s * 1000)) <= 0) return -1;
-      const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      return n;
     }
   }
 
@@ -171,6 +176,9 @@ bool GuardedServer::peer_alive(int fd) {
 }
 
 bool GuardedServer::process_and_close_socket(socket_t sock) {
+  // Streamed replies are many small writes: send each at once (no Nagle delay).
+  const int one = 1;
+  setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   ConnStream strm(sock, limits_);
   t_conn = &strm;
   bool ok = false;
