@@ -10,6 +10,7 @@ PKGS=(build-essential cmake ninja-build pkg-config
       openjdk-17-jdk-headless strace   # Java API + JNI test; the embedded example's strace test
       libcpp-httplib-dev               # ringlm serve (HTTP server)
       python3-pytest python3-numpy     # the Python package's tests (numpy: the zero-copy logits)
+      python3-venv python3-setuptools  # README's pip install of the package (offline build)
       chromium)                        # the chat page test (headless, driven by puppeteer-core)
 # The OpenAI-client and chat-page tests run on node (20 or later) and install their npm packages
 # themselves (tests/serve/package-lock.json, into the build tree). Debian's nodejs + npm only

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 
 #include "commands.h"
@@ -59,7 +60,8 @@ const char kUsage[] =
     "      --request-timeout S seconds to receive a whole request (default 10; then 408)\n"
     "      --keep-alive S      idle seconds a connection is kept between requests (default 5)\n"
     "      --write-timeout S   seconds a client may stall reading a reply (default 10)\n"
-    "      --http-threads N    connections served at once (default slots + queue + 4)\n"
+    "      --http-threads N    connections served at once (default slots + queue + 4, at most\n"
+    "                          256)\n"
     "      --quiet             no log line per request on stderr\n"
     "  -h, --help              this help\n"
     "\n"
@@ -273,7 +275,9 @@ int cmd_serve(int argc, char** argv) {
   sm.defaults = flags.sampling;
   sm.seed_fixed = seed_fixed;
   opt.n_batch = cfg.n_batch;
-  opt.http.http_threads = http_threads ? http_threads : slots + queue + 4;
+  // Every connection being served holds a thread (idle ones cost an unused stack): enough for
+  // the slots, the queue and a few health / metrics / page requests, at most 256 by default.
+  opt.http.http_threads = http_threads ? http_threads : std::min<uint32_t>(slots + queue + 4, 256);
 
   block_stop_signals();
   SlotPool pool;

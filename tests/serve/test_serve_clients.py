@@ -178,6 +178,10 @@ def test_json_schema_and_grammar(server):
     status, r = server.post_json("/v1/completions",
                                  {"prompt": "x", "grammar": "root ::= (", "max_tokens": 5})
     assert status == 400 and "grammar" in r["error"]["message"]
+    # A grammar compiles to ~300 bytes per byte: requests are limited to 64 KiB of it.
+    status, r = server.post_json("/v1/completions",
+                                 {"prompt": "x", "grammar": "root ::= " + '"ab" ' * 20000})
+    assert status == 400 and r["error"]["param"] == "grammar" and "limit" in r["error"]["message"]
 
 
 def test_logprobs(server):

@@ -285,6 +285,11 @@ bool parse_constraint(const json& j, const ServeModel& m, std::string* gbnf, Api
                     "'response_format.json_schema.schema' must be a JSON Schema object");
       }
       schema = (*js)["schema"].dump();
+      if (schema.size() > kMaxGrammarBytes) {
+        return fail(e, "response_format.json_schema",
+                    "the JSON Schema is " + std::to_string(schema.size()) + " bytes; the limit is " +
+                        std::to_string(kMaxGrammarBytes));
+      }
     } else if (type != "text") {
       return fail(e, "response_format.type", "response_format type '" + type +
                                                  "' is not supported (text, json_object, json_schema)");
@@ -306,6 +311,10 @@ bool parse_constraint(const json& j, const ServeModel& m, std::string* gbnf, Api
   if (has_grammar) {
     *gbnf = g->get<std::string>();
     if (gbnf->empty()) return fail(e, "grammar", "'grammar' is empty");
+    if (gbnf->size() > kMaxGrammarBytes) {
+      return fail(e, "grammar", "the grammar is " + std::to_string(gbnf->size()) +
+                                    " bytes; the limit is " + std::to_string(kMaxGrammarBytes));
+    }
     return true;
   }
   if (json_any) {
@@ -327,6 +336,11 @@ bool parse_constraint(const json& j, const ServeModel& m, std::string* gbnf, Api
   if (st != RLM_OK) {
     return fail(e, "response_format.json_schema",
                 std::string("JSON Schema: ") + rlm_status_string(st) + ": " + msg);
+  }
+  if (gbnf->size() > kMaxGrammarBytes) {
+    return fail(e, "response_format.json_schema",
+                "the JSON Schema compiles to " + std::to_string(gbnf->size()) +
+                    " bytes of GBNF; the limit is " + std::to_string(kMaxGrammarBytes));
   }
   return true;
 }
@@ -492,8 +506,11 @@ bool parse_request(const std::string& body, bool chat, const ServeModel& m, GenR
       out->logit_bias.push_back({static_cast<int32_t>(id), b <= -100 ? -INFINITY : static_cast<float>(b)});
     }
   }
-  out->sampling.logit_bias = out->logit_bias.empty() ? nullptr : out->logit_bias.data();
-  out->sampling.n_logit_bias = static_cast<uint32_t>(out->logit_bias.size());
+  // A request's logit_bias replaces the server's --logit-bias entries; without one they stay.
+  if (lb != j.end() && !lb->is_null()) {
+    out->sampling.logit_bias = out->logit_bias.empty() ? nullptr : out->logit_bias.data();
+    out->sampling.n_logit_bias = static_cast<uint32_t>(out->logit_bias.size());
+  }
 
   if (!parse_stops(j, m, &out->stops, e)) return false;
   if (!parse_constraint(j, m, &out->gbnf, e)) return false;

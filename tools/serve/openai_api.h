@@ -15,6 +15,10 @@
 
 // Most top_logprobs / logprobs alternatives a request may ask for (OpenAI's limit).
 constexpr uint32_t kMaxTopLogprobs = 20;
+// Longest grammar a request may bring: GBNF text (given, or compiled from a JSON Schema) and
+// JSON Schema text. A compiled grammar takes about 300 bytes per byte of GBNF (64 KiB: ~19 MB,
+// per request while it runs).
+constexpr size_t kMaxGrammarBytes = 64 << 10;
 // Deepest JSON nesting a request body may have (a JSON Schema fits easily; a 100,000-deep array
 // does not reach the recursive parts of the JSON library).
 constexpr int kMaxJsonDepth = 64;
@@ -54,7 +58,8 @@ struct GenRequest {
   bool include_usage = false; // stream_options.include_usage
   std::vector<int32_t> prompt;
   uint32_t max_tokens = 0;    // resolved: >= 1, prompt + max_tokens <= n_ctx
-  rlm_sampling sampling;      // logit_bias points into `logit_bias` (set_sampling copies it)
+  rlm_sampling sampling;      // logit_bias: into `logit_bias` when the request has one, else the
+                              // server defaults' (set_sampling copies it)
   std::vector<rlm_logit_bias> logit_bias;
   std::vector<std::string> stops;
   std::string gbnf;           // "" = unconstrained
