@@ -1,6 +1,7 @@
 #include "serve/openai_api.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <condition_variable>
@@ -347,8 +348,81 @@ bool parse_constraint(const json& j, const ServeModel& m, std::string* gbnf, Api
 
 }  // namespace
 
+namespace {
+
+// Length of the valid UTF-8 sequence at s[0, n) (1..4), 0 when it is not one (a stray
+// continuation byte, an overlong form, a surrogate, above U+10FFFF, or cut short).
+size_t utf8_len(const unsigned char* s, size_t n) {
+  const unsigned char c = s[0];
+  size_t len;
+  uint32_t cp;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2;
+    cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3;
+    cp = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (n < len) return 0;
+  for (size_t i = 1; i < len; ++i) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3f);
+  }
+  if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+      (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
+    return 0;
+  }
+  return len;
+}
+
+}  // namespace
+
+void append_json_string(std::string* out, const char* text, size_t n) {
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(text);
+  out->push_back('"');
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    if (c >= 0x80) {
+      const size_t len = utf8_len(s + i, n - i);
+      if (len == 0) {
+        out->append("\xef\xbf\xbd");  // U+FFFD for a byte that is not valid UTF-8
+        ++i;
+      } else {
+        out->append(text + i, len);
+        i += len;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out->append(buf);
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+    ++i;
+  }
+  out->push_back('"');
+}
+
 std::string json_string(const std::string& s) {
-  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(s.size() + 2);
+  append_json_string(&out, s.data(), s.size());
+  return out;
 }
 
 std::string error_json(const ApiError& e) {

@@ -73,7 +73,9 @@ struct GenRequest {
 bool parse_request(const std::string& body, bool chat, const ServeModel& m, GenRequest* out,
                    ApiError* err);
 
-// JSON string literal of `s` (quotes included); invalid UTF-8 becomes U+FFFD.
+// JSON string literal of `s` (quotes included); invalid UTF-8 becomes U+FFFD. The append form
+// is the streaming path's: one pass, no temporary.
 std::string json_string(const std::string& s);
+void append_json_string(std::string* out, const char* s, size_t n);
 
 #endif  // RINGLM_TOOLS_SERVE_OPENAI_API_H_

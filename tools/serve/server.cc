@@ -378,9 +378,10 @@ struct Server {
     generate(job, [&](const char* text, size_t len, const rlm_step_result&) {
       const bool lp = job->req.logprobs;
       if (len == 0 && !lp) return true;  // text held back (a possible stop string, a split character)
-      chunk = head + "{\"index\":0,";
+      chunk.assign(head);  // reuses the buffer of the previous chunk
+      chunk += "{\"index\":0,";
       chunk += chat ? "\"delta\":{\"content\":" : "\"text\":";
-      chunk += json_string(std::string(text, len));
+      append_json_string(&chunk, text, len);
       if (chat) chunk += "}";
       chunk += ",\"logprobs\":";
       if (lp) {
