@@ -1,8 +1,8 @@
 // (c) The chat page at / in headless chromium (Debian's /usr/bin/chromium, driven by
-// puppeteer-core): a message typed and sent, the reply read from the page as it streams (it must
-// grow in several steps and end as llama2.c's greedy stories260K text), the tokens/s figure, a
-// screenshot (RINGLM_TEST_DIR/chat-page.png); then the Stop button on a slow model (the server
-// cancels the generation) and New chat.
+// puppeteer-core): a message typed and sent, the streamed reply read from the page (llama2.c's
+// greedy stories260K text), the tokens/s figure, a screenshot (RINGLM_TEST_DIR/chat-page.png), New
+// chat; then on a slow model: part of a reply on the page before it is done (streaming), and the
+// Stop button (the server cancels the generation).
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,26 +48,18 @@ try {
   const { page, problems } = await openPage(srv);
   await setField(page, 'temperature', 0);
   await setField(page, 'max-tokens', 300);
-  // Count how often the reply's text changes while it streams.
-  await page.evaluate(() => {
-    window.__updates = 0;
-    new MutationObserver(() => { window.__updates++; })
-      .observe(document.getElementById('messages'), { subtree: true, characterData: true, childList: true });
-  });
   await page.type('#input', 'Once upon a time');
   await page.keyboard.press('Enter');
   await page.waitForSelector('.msg.assistant[data-done="true"]', { timeout: 60000 });
   const reply = await page.$eval('.msg.assistant .text', (el) => el.textContent);
   const user = await page.$eval('.msg.user .text', (el) => el.textContent);
   const stats = await page.$eval('#stats', (el) => el.textContent);
-  const updates = await page.evaluate(() => window.__updates);
   check(user === 'Once upon a time', `user message ${user}`);
   check(reply.slice(0, expected.length) === expected, `reply in the page:\n${reply}\nexpected:\n${expected}`);
-  check(updates > 10, `the reply changed only ${updates} times: not streamed`);
   check(/^300 tokens · [0-9.]+ tok\/s · first token \d+ ms$/.test(stats), `stats "${stats}"`);
   const shot = join(testDir, 'chat-page.png');
   await page.screenshot({ path: shot });
-  console.log(`reply streamed (${updates} updates), golden text matches; "${stats}"; screenshot ${shot}`);
+  console.log(`reply complete, golden text matches; "${stats}"; screenshot ${shot}`);
   // New chat empties the conversation.
   await page.click('#new-chat');
   check(await page.$$eval('.msg', (els) => els.length) === 0, 'New chat left messages');
@@ -81,6 +73,10 @@ try {
   await s.page.type('#input', 'Hello');
   await s.page.click('#send');
   await s.page.waitForFunction(() => document.querySelector('.msg.assistant .text')?.textContent.length > 0, { timeout: 60000 });
+  // Text is on the page while the reply is still being generated: it streams (1,500 tokens of
+  // this model take many seconds; the page marks a reply done only after its last event).
+  const partial = await s.page.$eval('.msg.assistant', (el) => ({ done: el.dataset.done, text: el.querySelector('.text').textContent }));
+  check(partial.done === undefined && partial.text.length > 0, `reply not streamed: ${JSON.stringify(partial)}`);
   await s.page.click('#stop');
   await s.page.waitForSelector('.msg.assistant[data-done="true"]', { timeout: 30000 });
   const note = await s.page.$eval('.msg.assistant .note', (el) => el.textContent);

@@ -85,11 +85,8 @@ struct Lease {
   ~Lease() { pool->release(slot); }
 };
 
-struct Server;
-
 // One generation request, from its slot being configured to its last token.
 struct Job {
-  Server* srv = nullptr;
   GenRequest req;
   std::shared_ptr<Lease> lease;
   std::vector<uint8_t> grammar_mem;
@@ -301,7 +298,6 @@ struct Server {
 
   void handle_generate(const httplib::Request& hreq, httplib::Response& res, bool chat) {
     auto job = std::make_shared<Job>();
-    job->srv = this;
     ApiError e;
     if (!parse_request(hreq.body, chat, *model, &job->req, &e)) return send_error(res, e);
     if (!compile_grammar(job.get(), &e)) return send_error(res, e);
