@@ -99,6 +99,7 @@ struct Job {
   long cached = 0;
   rlm_stop_reason stop = RLM_STOP_NONE;
   bool cancelled = false;
+  bool streamed = false;  // the streaming provider has run
   rlm_status error = RLM_OK;
   std::string error_msg;
   double t_prefill = 0, t_decode = 0;
@@ -351,8 +352,13 @@ struct Server {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream", [this, job](size_t, httplib::DataSink& sink) {
+          // httplib calls the provider until it calls sink.done() or returns false: the whole
+          // reply is written in the first call, and a cancelled one (the client is gone) ends
+          // the connection.
+          if (job->streamed) return false;
+          job->streamed = true;
           stream(job.get(), sink);
-          return true;
+          return !job->cancelled;
         });
   }
 
