@@ -303,10 +303,6 @@ int cmd_serve(int argc, char** argv) {
           sm.id.c_str(), sm.chat_template ? chat_format_name(sm.format) : "plain text, no chat template",
           n_ctx, slots, slots == 1 ? "" : "s", pool.session_bytes(), pool.block_bytes(), queue,
           cfg.n_threads, cfg.n_threads == 1 ? "" : "s", opt.api_key.empty() ? "" : ", API key required");
-  if (opt.host != "127.0.0.1" && opt.host != "::1" && opt.host != "localhost" && opt.api_key.empty()) {
-    fprintf(stderr, "ringlm serve: warning: listening on %s without --api-key: anyone who can reach "
-                    "this address can use the model\n", opt.host.c_str());
-  }
   return run_server(opt, sm, &pool);
 }
 

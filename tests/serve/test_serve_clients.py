@@ -4,6 +4,7 @@ output, log-probabilities, the API key, the bounded queue and cancellation on di
 
 import json
 import socket
+import subprocess
 import threading
 
 import pytest
@@ -284,7 +285,11 @@ def test_disconnect_while_waiting_leaves_the_queue(chat_model):
         assert status == 200, r
 
 
-def test_sigterm_stops_cleanly(stories):
+def test_sigterm_stops_cleanly_and_port_in_use(stories):
     srv = Server(stories)
     assert srv.post_json("/v1/completions", {"prompt": "Once", "max_tokens": 3})[0] == 200
+    # A second server on the same port is an error, not a silent sharer of its connections.
+    r = subprocess.run([serve_util.cli(), "serve", "-m", stories, "--port", str(srv.port)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "cannot bind" in r.stderr, r.stderr
     assert srv.stop() == 0, srv.log_tail()

@@ -151,6 +151,13 @@ thread_local ConnStream* t_conn = nullptr;
 GuardedServer::GuardedServer(const HttpLimits& limits) : limits_(limits) {
   set_payload_max_length(limits.max_body_bytes);
   set_keep_alive_max_count(limits.keep_alive_max);
+  // httplib's default sets SO_REUSEPORT on the listening socket: a second server on the same
+  // port would then start "fine" and share the connections. SO_REUSEADDR alone lets a restarted
+  // server bind again at once (past TIME_WAIT) and makes a port in use an error.
+  set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   const size_t n = limits.http_threads;
   new_task_queue = [n] { return new httplib::ThreadPool(n); };
 }

@@ -651,6 +651,10 @@ int run_server(const ServeOptions& opt, const ServeModel& model, SlotPool* pool)
             opt.host.c_str(), port);
     return 1;
   }
+  if (opt.host != "127.0.0.1" && opt.host != "::1" && opt.host != "localhost" && opt.api_key.empty()) {
+    fprintf(stderr, "ringlm serve: warning: listening on %s without --api-key: anyone who can reach "
+                    "this address can use the model\n", opt.host.c_str());
+  }
   const bool v6 = opt.host.find(':') != std::string::npos;
   printf("ringlm serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", opt.host.c_str(),
          v6 ? "]" : "", port);
