@@ -75,6 +75,8 @@ foreach(_f IN LISTS _files)
       set(_to schema)
     elseif(_inc STREQUAL "dev_ringlm_NativeBridge.h")  # javac -h output, in the build tree
       set(_to bindings)
+    elseif(_inc STREQUAL "serve_chat_page.h")  # tools/serve/chat.html embedded, in the build tree
+      set(_to tools)
     else()
       set(_to "")
       foreach(_base "${_dir}" "." "runtime" "runtime/include" "kernels" "tools")

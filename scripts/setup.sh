@@ -7,7 +7,17 @@ PKGS=(build-essential cmake ninja-build pkg-config
       libxnnpack-dev libpthreadpool-dev
       g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user
       clang libclang-rt-14-dev libtsan2 binutils file
-      openjdk-17-jdk-headless strace)  # Java API + JNI test; the embedded example's strace test
+      openjdk-17-jdk-headless strace   # Java API + JNI test; the embedded example's strace test
+      libcpp-httplib-dev               # ringlm serve (HTTP server)
+      python3-pytest python3-numpy     # the Python package's tests (numpy: the zero-copy logits)
+      python3-venv python3-setuptools  # README's pip install of the package (offline build)
+      chromium)                        # the chat page test (headless, driven by puppeteer-core)
+# The OpenAI-client and chat-page tests run on node (20 or later) and install their npm packages
+# themselves (tests/serve/package-lock.json, into the build tree). Debian's nodejs + npm only
+# when the machine has no node of its own (a newer one, e.g. NodeSource's, is kept).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PKGS+=(nodejs npm)
+fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,5 +13,6 @@ int cmd_bench(int argc, char** argv);
 int cmd_embed(int argc, char** argv);
 int cmd_grammar(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 #endif  // RINGLM_TOOLS_COMMANDS_H_

@@ -23,6 +23,7 @@ const Verb kVerbs[] = {
     {"embed", cmd_embed, "write a model as a C source file (aligned array) to link into a program"},
     {"grammar", cmd_grammar, "check texts against a GBNF grammar / JSON Schema; print a schema's GBNF"},
     {"perplexity", cmd_perplexity, "perplexity of a text (llama.cpp's method); KL divergence vs a base model"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with streaming and a chat page"},
     {"bench", cmd_bench, "measure prefill / decode speed (model file or synthetic shape)"},
 };
 
