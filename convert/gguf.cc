@@ -19,6 +19,7 @@
 #include "convert/file_io.h"
 #include "convert/ggml_quants.h"
 #include "convert/ggml_repack.h"
+#include "convert/pre_tokenizers.h"
 #include "convert/readers.h"
 #include "kernels/scalar.h"
 #include "model.h"
@@ -526,14 +527,13 @@ bool gguf_tokenizer(const Gguf& g, TokenizerData* out, std::string* err) {
   std::string pre;
   if (!get_string(g, "tokenizer.ggml.pre", &pre, err)) return false;
   if (t.kind == fb::TokenizerKind::ByteLevel) {
-    // llama.cpp's tokenizer.ggml.pre names whose regexes these pre-tokenizers are.
-    if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "smaug-bpe" ||
-        pre == "falcon3" || pre == "pixtral")
-      t.pre_tokenizer = fb::PreTokenizer::Llama3;
-    else if (pre == "qwen2" || pre == "stablelm2") t.pre_tokenizer = fb::PreTokenizer::Qwen2;
-    else if (pre == "starcoder" || pre == "refact" || pre == "smollm" || pre == "codeshell")
-      t.pre_tokenizer = fb::PreTokenizer::StarCoder;
-    else t.pre_tokenizer = fb::PreTokenizer::Gpt2;
+    // Only a split ringlm implements exactly is accepted (convert/pre_tokenizers.h); llama.cpp
+    // reads tokenizer.ggml.pre for byte-level vocabularies only.
+    std::string why;
+    if (!gguf_pre_tokenizer(pre, &t.pre_tokenizer, &why)) {
+      *err = "GGUF '" + path + "': " + why;
+      return false;
+    }
     if (t.pre_tokenizer == fb::PreTokenizer::Llama3 && !g.get("tokenizer.ggml.add_bos_token"))
       t.add_bos = true;
   }
