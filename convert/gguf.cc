@@ -530,9 +530,14 @@ bool gguf_tokenizer(const Gguf& g, TokenizerData* out, std::string* err) {
     // Only a split ringlm implements exactly is accepted (convert/pre_tokenizers.h); llama.cpp
     // reads tokenizer.ggml.pre for byte-level vocabularies only.
     std::string why;
-    if (!gguf_pre_tokenizer(pre, &t.pre_tokenizer, &why)) {
+    bool no_bos = false;
+    if (!gguf_pre_tokenizer(pre, &t.pre_tokenizer, &no_bos, &why)) {
       *err = "GGUF '" + path + "': " + why;
       return false;
+    }
+    if (no_bos) {  // llama.cpp sets no BOS token for these, whatever the keys say
+      t.bos_id = -1;
+      t.add_bos = false;
     }
     if (t.pre_tokenizer == fb::PreTokenizer::Llama3 && !g.get("tokenizer.ggml.add_bos_token"))
       t.add_bos = true;

@@ -3,7 +3,7 @@
 // the rest. A name is exact here when llama.cpp gives it the same regex as the ringlm
 // pre-tokenizer AND the same merge rule: llama.cpp's Llama 3 group sets ignore_merges (a word
 // that is a token is that token), which ringlm's Llama3 pre-tokenizer does; names that use
-// Llama 3's regex without ignore_merges (dbrx, smaug-bpe, chatglm-bpe, glm4) are not exact.
+// Llama 3's regex without ignore_merges (dbrx, smaug-bpe, chatglm-bpe, glm4) are Llama3Merges.
 #include "convert/pre_tokenizers.h"
 
 namespace ringlm::internal {
@@ -43,6 +43,11 @@ const std::vector<PreTokenizerName>& llama_cpp_pre_tokenizer_names() {
       {"jais", true, P::Gpt2, nullptr},
       {"trillion", true, P::Gpt2, nullptr},
       {"granite-docling", true, P::Gpt2, nullptr},
+      // Llama 3's regex, every word through the merges; ChatGLM / GLM-4 without a BOS token.
+      {"dbrx", true, P::Llama3Merges, nullptr},
+      {"smaug-bpe", true, P::Llama3Merges, nullptr},
+      {"chatglm-bpe", true, P::Llama3Merges, nullptr, true},
+      {"glm4", true, P::Llama3Merges, nullptr, true},
       // Qwen2's regex (single digits, case-insensitive contractions).
       {"qwen2", true, P::Qwen2, nullptr},
       {"deepseek-r1-qwen", true, P::Qwen2, nullptr},
@@ -64,10 +69,7 @@ const std::vector<PreTokenizerName>& llama_cpp_pre_tokenizer_names() {
       {"default", false, P::None,
        "llama.cpp's 'default' BPE split (punctuation runs, GPT-2's regex, digit runs, then "
        "groups of three digits)"},
-      {"dbrx", false, P::None, "Llama 3's regex without ignore_merges"},
-      {"smaug-bpe", false, P::None, "Llama 3's regex without ignore_merges"},
-      {"chatglm-bpe", false, P::None, "Llama 3's regex without ignore_merges, no BOS"},
-      {"glm4", false, P::None, "Llama 3's regex without ignore_merges, no BOS"},
+
       {"deepseek-llm", false, P::None, "DeepSeek LLM's five regexes (newlines, Latin/Greek/"
                                        "Cyrillic letter runs, ASCII punctuation, CJK, digits)"},
       {"deepseek-coder", false, P::None,
@@ -120,7 +122,9 @@ const std::vector<PreTokenizerName>& llama_cpp_pre_tokenizer_names() {
   return v;
 }
 
-bool gguf_pre_tokenizer(const std::string& name, fb::PreTokenizer* out, std::string* why) {
+bool gguf_pre_tokenizer(const std::string& name, fb::PreTokenizer* out, bool* no_bos,
+                        std::string* why) {
+  *no_bos = false;
   if (name.empty()) {
     *why = "it has no tokenizer.ggml.pre: llama.cpp would then split text with its 'default' "
            "pre-tokenizer, which ringlm does not implement";
@@ -130,6 +134,7 @@ bool gguf_pre_tokenizer(const std::string& name, fb::PreTokenizer* out, std::str
     if (name != p.name) continue;
     if (p.implemented) {
       *out = p.pre;
+      *no_bos = p.no_bos;
       return true;
     }
     *why = "its pre-tokenizer '" + name + "' is not supported: llama.cpp splits text for it by " +

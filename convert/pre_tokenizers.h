@@ -16,8 +16,10 @@ namespace ringlm::internal {
 namespace conv {
 
 // The pre-tokenizer for tokenizer.ggml.pre `name` ("" when the key is absent): true with *out
-// set, or false with *why naming `name` and why it is refused.
-bool gguf_pre_tokenizer(const std::string& name, fb::PreTokenizer* out, std::string* why);
+// set (and *no_bos: the vocabulary has no BOS token for this name), or false with *why naming
+// `name` and why it is refused.
+bool gguf_pre_tokenizer(const std::string& name, fb::PreTokenizer* out, bool* no_bos,
+                        std::string* why);
 
 // Every name llama.cpp recognises, in its order, with whether ringlm implements it (for tests
 // and documentation).
@@ -26,6 +28,7 @@ struct PreTokenizerName {
   bool implemented;
   fb::PreTokenizer pre;  // when implemented
   const char* note;      // when not: how llama.cpp splits instead
+  bool no_bos = false;   // llama.cpp drops the vocabulary's BOS token for it (ChatGLM / GLM-4)
 };
 const std::vector<PreTokenizerName>& llama_cpp_pre_tokenizer_names();
 

@@ -69,6 +69,7 @@ enum TokenizeFlags : uint32_t {
 //        Gpt2      's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //        Llama3    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //                   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//        Llama3Merges  the same as Llama3 (only step 3 differs)
 //        Qwen2     Llama3 with \p{N} (single digits) for \p{N}{1,3}
 //        StarCoder every \p{N} character alone, then Gpt2 on the text between digits
 //        None      no split

@@ -290,6 +290,7 @@ std::string vocab_gguf(const conv::TokenizerData& t, const char* pre) {
   for (const auto& m : t.merges) merges.push_back(t.pieces[m.left] + " " + t.pieces[m.right]);
   if (!merges.empty()) w.kv_strs("tokenizer.ggml.merges", merges);
   if (t.eos_id >= 0) w.kv_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(t.eos_id));
+  if (t.bos_id >= 0) w.kv_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(t.bos_id));
   return w.finish();
 }
 
@@ -377,6 +378,46 @@ TEST(GgufPreTokenizers, EveryNameLlamaCppKnowsIsExactOrRefusedByName) {
   EXPECT_TRUE(conv::read_gguf_tokenizer(write_temp("spm.gguf", vocab_gguf(spm, "default")), &got,
                                         &err))
       << err;
+}
+
+// Llama 3's split with and without ignore_merges: "abc" is a token, but the merges (b c first,
+// then nothing joins a + bc) never build it. llama-bpe takes the word whole; smaug-bpe and
+// glm4 (llama.cpp: no ignore_merges) go through the merges; glm4 also has no BOS token.
+TEST(GgufPreTokenizers, Llama3SplitWithAndWithoutIgnoreMerges) {
+  conv::TokenizerData t = long_piece_vocab(fb::PreTokenizer::Gpt2);
+  auto add = [&](const std::string& p) {
+    t.pieces.push_back(p);
+    t.types.push_back(fb::TokenType::Normal);
+    return static_cast<uint32_t>(t.pieces.size() - 1);
+  };
+  const uint32_t bc = add("bc"), ab = add("ab"), abc = add("abc"), bos = add("<s>");
+  t.types[bos] = fb::TokenType::Control;
+  t.merges.push_back({'b', 'c', bc});  // rank first
+  t.merges.push_back({'a', 'b', ab});
+  t.bos_id = static_cast<int32_t>(bos);
+  for (const char* pre : {"llama-bpe", "smaug-bpe", "glm4"}) {
+    SCOPED_TRACE(pre);
+    std::string path = write_temp("l3.gguf", vocab_gguf(t, pre));
+    conv::TokenizerData got;
+    std::string err;
+    ASSERT_TRUE(conv::read_gguf_tokenizer(path, &got, &err)) << err;
+    const bool whole = !strcmp(pre, "llama-bpe");
+    EXPECT_EQ(got.pre_tokenizer, whole ? fb::PreTokenizer::Llama3 : fb::PreTokenizer::Llama3Merges);
+    std::string out;
+    ASSERT_EQ(ringlm_test::run_command(ringlm_test::ringlm_bin() + " tokenize --vocab " + path +
+                                           " abc 2>&1",
+                                       &out),
+              0)
+        << out;
+    EXPECT_EQ(out, whole ? std::to_string(abc) + "\n" : "97 " + std::to_string(bc) + "\n");
+  }
+  // glm4: llama.cpp has no BOS token for it.
+  conv::TokenizerData got;
+  std::string err;
+  ASSERT_TRUE(conv::read_gguf_tokenizer(write_temp("glm4.gguf", vocab_gguf(t, "glm4")), &got, &err))
+      << err;
+  EXPECT_EQ(got.bos_id, -1);
+  EXPECT_FALSE(got.add_bos);
 }
 
 // A name llama.cpp gives StarCoder's split (command-r) cuts digits one by one before the merges;
