@@ -148,7 +148,7 @@ bool write_model_file(const ModelData& model, const ConvertOptions& opts,
   ConvertStats local;
   bool ok = write_model_to_fd(model, opts.quant, tmp.fd(), "write to '" + tmp.path() + "' failed",
                               err, opts.log, opts.progress, stats ? stats : &local,
-                              opts.allow_non_finite);
+                              opts.allow_non_finite, opts.keep);
   ok = ok && tmp.close(err) && verify_file(tmp.path(), err) && tmp.commit(err);
   return ok;  // on failure ~TempOutput removes the temporary file
 }

@@ -18,6 +18,9 @@ struct ConvertOptions {
   std::string source;     // llama2.c .bin, .gguf file, or Hugging Face directory
   std::string tokenizer;  // llama2.c tokenizer.bin (required for llama2.c sources)
   fb::DType quant = fb::DType::F32;  // target for 2-D tensors; 1-D tensors stay F32
+  // `--quant keep`: instead of `quant`, every 2-D tensor in the smallest encoding that holds its
+  // source values exactly (see write_model in writer.h).
+  bool keep = false;
   bool progress = false;             // progress bar on stderr for large inputs
   std::ostream* log = nullptr;       // per-tensor quantization error lines
   // Store NaN / infinite weights (and values the target encoding overflows to inf) instead of
@@ -42,13 +45,23 @@ bool load_source(const ConvertOptions& opts, ModelData* out, std::string* err);
 // fails with an error naming the tensor and the first bad element unless `allow_non_finite`.
 bool build_model_bytes(const ModelData& model, fb::DType quant, std::vector<uint8_t>* out,
                        std::string* err, std::ostream* log = nullptr, bool progress = false,
-                       bool allow_non_finite = false);
+                       bool allow_non_finite = false, bool keep = false);
 
 // Summary of one conversion (filled by convert_to_file when `stats` is non-null).
 struct ConvertStats {
   uint32_t n_tensors = 0;
   uint32_t n_quantized = 0;   // tensors stored lossy (f16/q8/q4) from a different source type
-  uint32_t n_raw_copied = 0;  // tensors copied without re-quantization (GGUF Q8_0/Q4_0)
+  uint32_t n_raw_copied = 0;  // tensors copied without re-quantization (GGUF Q8_0/Q4_0, and
+                              // Q5_0 / IQ4_NL repacked into q8)
+  // What happened to the tensors, counted by (source type, target, how): one entry per
+  // distinct triple in first-seen order, e.g. {"Q5_0", "q8", "exact repack", 12}. "how" is
+  // "exact copy" / "exact repack" (raw blocks), "exact" (a re-encoding that lost nothing) or
+  // "re-quantized" (lossy).
+  struct Action {
+    std::string source, target, how;
+    uint32_t count = 0;
+  };
+  std::vector<Action> actions;
   uint64_t file_bytes = 0;
   uint64_t weight_bytes = 0;
   double max_rel_rmse = 0;    // over lossy tensors: RMSE / RMS(source) (tensors holding
@@ -72,6 +85,9 @@ bool write_model_file(const ModelData& model, const ConvertOptions& opts,
 const char* dtype_name(fb::DType t);
 // Parses "f32" / "f16" / "q8" / "q4" (also "q8_0", "q4_0"); false if unknown.
 bool parse_dtype(const std::string& s, fb::DType* out);
+
+// One line summing up ConvertStats::actions: "12 Q5_0 -> q8 (exact repack), 5 F32 -> f32 (exact)".
+std::string actions_summary(const ConvertStats& st);
 
 }  // namespace conv
 }  // namespace ringlm::internal

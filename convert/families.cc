@@ -624,6 +624,7 @@ bool add_source_tensor(const ModelData::Arch& a, const SourceRole& r, TensorData
     s.role = p.role;
     s.layer = r.layer;
     s.shape = {p.n, cols};
+    s.source_type = t.source_type;
     auto load = t.load_f32;
     const uint64_t r0 = p.r0, n = p.n;
     s.load_f32 = [load, r0, n, cols](std::vector<float>* dst, std::string* e) {

@@ -17,6 +17,9 @@
 
 #include "convert/families.h"
 #include "convert/file_io.h"
+#include "convert/ggml_quants.h"
+#include "convert/ggml_repack.h"
+#include "convert/pre_tokenizers.h"
 #include "convert/readers.h"
 #include "kernels/scalar.h"
 #include "model.h"
@@ -46,20 +49,6 @@ uint64_t scalar_size(uint32_t t) {
     case kU64: case kI64: case kF64: return 8;
     default: return 0;
   }
-}
-
-// ggml tensor types (the ones named in errors; only a few are convertible).
-enum GgmlType : uint32_t { kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlBF16 = 30 };
-
-std::string ggml_type_name(uint32_t t) {
-  static const char* const names[] = {
-      "F32",  "F16",    "Q4_0",    "Q4_1",    "Q4_2", "Q4_3",  "Q5_0",   "Q5_1",
-      "Q8_0", "Q8_1",   "Q2_K",    "Q3_K",    "Q4_K", "Q5_K",  "Q6_K",   "Q8_K",
-      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-      "I8",   "I16",    "I32",     "I64",     "F64",  "IQ1_M", "BF16",   "Q4_0_4_4",
-      "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0"};
-  if (t < sizeof names / sizeof names[0]) return names[t];
-  return "type " + std::to_string(t);
 }
 
 struct Value {
@@ -201,23 +190,6 @@ class Parser {
   std::string path_;
 };
 
-// Bytes of a tensor of `type` with ne[0] = cols and `n` elements; 0 for unsupported types.
-// Sets *block_err when cols is not a multiple of the block size.
-uint64_t ggml_bytes(uint32_t type, uint64_t cols, uint64_t n, bool* block_err) {
-  *block_err = false;
-  switch (type) {
-    case kGgmlF32: return n * 4;
-    case kGgmlF16: case kGgmlBF16: return n * 2;
-    case kGgmlQ8_0:
-      if (cols % 32) { *block_err = true; return 0; }
-      return n / 32 * 34;
-    case kGgmlQ4_0:
-      if (cols % 32) { *block_err = true; return 0; }
-      return n / 32 * 18;
-    default: return 0;
-  }
-}
-
 bool parse_gguf(const std::string& path, Gguf* g, std::string* err) {
   g->file = InputFile::open(path, err);
   if (!g->file) return false;
@@ -285,12 +257,16 @@ bool parse_gguf(const std::string& path, Gguf* g, std::string* err) {
       n *= t.ne[d];
     }
     if (!c.get(&t.type, err) || !c.get(&t.offset, err)) return false;
-    bool block_err = false;
-    t.bytes = ggml_bytes(t.type, t.ne[0], n, &block_err);
-    if (block_err) {
-      *err = "GGUF '" + path + "': tensor '" + t.name + "' (" + ggml_type_name(t.type) +
-             ") has " + std::to_string(t.ne[0]) + " columns, not a multiple of the block size";
-      return false;
+    // Every type of known block size is sized (and so bounds- and overlap-checked below), read
+    // or not; a type of unknown size keeps bytes = 0 and is refused if the tensor is used.
+    uint32_t bv, bb;
+    if (ggml_block_geometry(t.type, &bv, &bb)) {
+      std::string why;
+      if (!ggml_tensor_bytes(t.type, t.ne[0], n, &t.bytes, &why)) {
+        *err = "GGUF '" + path + "': tensor '" + t.name + "' (" + ggml_type_name(t.type) +
+               "): " + why;
+        return false;
+      }
     }
     g->tensors.push_back(std::move(t));
   }
@@ -313,7 +289,7 @@ bool parse_gguf(const std::string& path, Gguf* g, std::string* err) {
              std::to_string(g->alignment) + ")";
       return false;
     }
-    if (t.bytes == 0) continue;  // unsupported type: reported if the tensor is used
+    if (t.bytes == 0) continue;  // a type of unknown size: reported if the tensor is used
     const uint64_t avail = fsize - g->data_start;
     if (t.offset > avail || t.bytes > avail - t.offset) {
       *err = "GGUF '" + path + "': tensor '" + t.name + "' data [" + std::to_string(t.offset) +
@@ -551,14 +527,18 @@ bool gguf_tokenizer(const Gguf& g, TokenizerData* out, std::string* err) {
   std::string pre;
   if (!get_string(g, "tokenizer.ggml.pre", &pre, err)) return false;
   if (t.kind == fb::TokenizerKind::ByteLevel) {
-    // llama.cpp's tokenizer.ggml.pre names whose regexes these pre-tokenizers are.
-    if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "smaug-bpe" ||
-        pre == "falcon3" || pre == "pixtral")
-      t.pre_tokenizer = fb::PreTokenizer::Llama3;
-    else if (pre == "qwen2" || pre == "stablelm2") t.pre_tokenizer = fb::PreTokenizer::Qwen2;
-    else if (pre == "starcoder" || pre == "refact" || pre == "smollm" || pre == "codeshell")
-      t.pre_tokenizer = fb::PreTokenizer::StarCoder;
-    else t.pre_tokenizer = fb::PreTokenizer::Gpt2;
+    // Only a split ringlm implements exactly is accepted (convert/pre_tokenizers.h); llama.cpp
+    // reads tokenizer.ggml.pre for byte-level vocabularies only.
+    std::string why;
+    bool no_bos = false;
+    if (!gguf_pre_tokenizer(pre, &t.pre_tokenizer, &no_bos, &why)) {
+      *err = "GGUF '" + path + "': " + why;
+      return false;
+    }
+    if (no_bos) {  // llama.cpp sets no BOS token for these, whatever the keys say
+      t.bos_id = -1;
+      t.add_bos = false;
+    }
     if (t.pre_tokenizer == fb::PreTokenizer::Llama3 && !g.get("tokenizer.ggml.add_bos_token"))
       t.add_bos = true;
   }
@@ -569,52 +549,6 @@ bool gguf_tokenizer(const Gguf& g, TokenizerData* out, std::string* err) {
 // ---- tensor loading -------------------------------------------------------------------------
 
 using fb::TensorRole;
-
-void dequant_q8_0(const uint8_t* src, uint64_t n, float* dst) {
-  for (uint64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* blk = src + b * 34;
-    uint16_t d16;
-    memcpy(&d16, blk, 2);
-    const float d = fp16_to_f32(d16);
-    for (int j = 0; j < 32; ++j) dst[b * 32 + j] = static_cast<float>(static_cast<int8_t>(blk[2 + j])) * d;
-  }
-}
-
-void dequant_q4_0(const uint8_t* src, uint64_t n, float* dst) {
-  for (uint64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* blk = src + b * 18;
-    uint16_t d16;
-    memcpy(&d16, blk, 2);
-    const float d = fp16_to_f32(d16);
-    for (int j = 0; j < 16; ++j) {
-      dst[b * 32 + j] = static_cast<float>((blk[2 + j] & 0x0f) - 8) * d;
-      dst[b * 32 + j + 16] = static_cast<float>((blk[2 + j] >> 4) - 8) * d;
-    }
-  }
-}
-
-// GGUF Q8_0 / Q4_0 blocks -> our two-plane Q8 / Q4 layout (cols % 32 == 0, so no padding).
-void blocks_to_planes(const uint8_t* src, uint32_t type, uint64_t rows, uint64_t cols,
-                      std::vector<uint8_t>* out) {
-  const WeightType wt = type == kGgmlQ8_0 ? WeightType::Q8 : WeightType::Q4;
-  out->assign(static_cast<size_t>(tensor_data_bytes(wt, rows, cols)), 0);
-  const uint64_t n_blocks = rows * cols / 32;
-  const uint64_t block_bytes = type == kGgmlQ8_0 ? 34 : 18;
-  const uint64_t qs_per_block = block_bytes - 2;
-  uint8_t* qs = out->data();
-  uint8_t* scales = out->data() + quant_scales_offset(wt, rows, cols);
-  for (uint64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* blk = src + b * block_bytes;
-    memcpy(scales + b * 2, blk, 2);
-    uint8_t* dst = qs + b * qs_per_block;
-    if (type == kGgmlQ8_0) {
-      memcpy(dst, blk + 2, 32);
-    } else {
-      // Unsigned nibble u (value u - 8) -> two's-complement nibble (u - 8) & 15 == u ^ 8.
-      for (int j = 0; j < 16; ++j) dst[j] = blk[2 + j] ^ 0x88;
-    }
-  }
-}
 
 }  // namespace
 
@@ -785,7 +719,8 @@ bool gguf_sliding_window(const Gguf& g, const std::string& path, const std::stri
   return true;
 }
 
-// Reads a tensor of `type` at [offset, offset + bytes) of `f` as n float32 values.
+// Reads a tensor of `type` (one ggml_dequantize reads) at [offset, offset + bytes) of `f` as
+// n float32 values, exactly as ggml dequantizes them.
 std::function<bool(std::vector<float>*, std::string*)> f32_loader(std::shared_ptr<InputFile> f,
                                                                    uint32_t type, uint64_t offset,
                                                                    uint64_t bytes, uint64_t n) {
@@ -794,33 +729,24 @@ std::function<bool(std::vector<float>*, std::string*)> f32_loader(std::shared_pt
     if (type == kGgmlF32) return f->read_at(offset, dst->data(), bytes, e);
     std::vector<uint8_t> raw(static_cast<size_t>(bytes));
     if (!f->read_at(offset, raw.data(), bytes, e)) return false;
-    float* o = dst->data();
-    switch (type) {
-      case kGgmlF16:
-        for (uint64_t i = 0; i < n; ++i) {
-          uint16_t h;
-          memcpy(&h, raw.data() + 2 * i, 2);
-          o[i] = fp16_to_f32(h);
-        }
-        return true;
-      case kGgmlBF16:
-        for (uint64_t i = 0; i < n; ++i) {
-          uint16_t h;
-          memcpy(&h, raw.data() + 2 * i, 2);
-          const uint32_t bits = static_cast<uint32_t>(h) << 16;
-          memcpy(&o[i], &bits, 4);
-        }
-        return true;
-      case kGgmlQ8_0: dequant_q8_0(raw.data(), n, o); return true;
-      case kGgmlQ4_0: dequant_q4_0(raw.data(), n, o); return true;
+    if (!ggml_dequantize(type, raw.data(), n, dst->data())) {
+      *e = "internal: ggml type " + ggml_type_name(type) + " is not readable";
+      return false;
     }
-    *e = "internal: unexpected ggml type";
-    return false;
+    return true;
   };
 }
 
-// One GGUF tensor as a source tensor: its role, shape and loaders (float32, and the raw blocks
-// of a Q8_0 / Q4_0 matrix copied without re-quantization).
+// A tensor of a type the converter cannot read, named with the tensor: IQ1 / IQ2 / IQ3 and
+// ternary types need codebooks the converter does not carry; Q8_K / Q8_1 are ggml's internal
+// activation types; integer and F64 tensors are no weights of a supported model.
+std::string unreadable_type_error(const std::string& path, const TensorInfo& ti) {
+  return "GGUF '" + path + "': tensor '" + ti.name + "' has type " + ggml_type_name(ti.type) +
+         ", which the converter does not read (it reads " + ggml_readable_types() + ")";
+}
+
+// One GGUF tensor as a source tensor: its role, shape and loaders (float32, and for the types
+// ggml_repack.h maps exactly onto q8 / q4, the repacked blocks, stored without re-quantization).
 bool gguf_tensor(const Gguf& g, const std::string& path, const std::string& arch,
                  fb::Family family, const ModelData::Arch& a, const TensorInfo& ti,
                  TensorData* out, SourceRole* role, std::string* err) {
@@ -844,9 +770,8 @@ bool gguf_tensor(const Gguf& g, const std::string& path, const std::string& arch
            std::to_string(a.n_layers);
     return false;
   }
-  if (ti.bytes == 0) {
-    *err = "GGUF '" + path + "': tensor '" + ti.name + "' has type " + ggml_type_name(ti.type) +
-           ", which the converter does not read (F32, F16, BF16, Q8_0 and Q4_0 are supported)";
+  if (ti.bytes == 0 || !ggml_type_readable(ti.type)) {
+    *err = unreadable_type_error(path, ti);
     return false;
   }
   // Squeeze trailing unit dimensions; then ne = (cols[, rows]).
@@ -863,14 +788,16 @@ bool gguf_tensor(const Gguf& g, const std::string& path, const std::string& arch
   else t.shape = {cols};
   const uint32_t type = ti.type;
   const uint64_t offset = ti.offset, bytes = ti.bytes, n = rows * cols;
+  t.source_type = ggml_type_name(type);
   t.load_f32 = f32_loader(g.file, type, offset, bytes, n);
-  if (matrix && (type == kGgmlQ8_0 || type == kGgmlQ4_0) && cols % kQuantGroup == 0) {
+  fb::DType repack = fb::DType::F32;
+  if (matrix && ggml_exact_repack_target(type, &repack) && cols % kQuantGroup == 0) {
     t.has_raw = true;
-    t.raw_type = type == kGgmlQ8_0 ? fb::DType::Q8 : fb::DType::Q4;
+    t.raw_type = repack;
     t.load_raw = [f = g.file, type, offset, bytes, rows, cols](std::vector<uint8_t>* dst, std::string* e) {
       std::vector<uint8_t> raw(static_cast<size_t>(bytes));
       if (!f->read_at(offset, raw.data(), bytes, e)) return false;
-      blocks_to_planes(raw.data(), type, rows, cols, dst);
+      ggml_repack(type, raw.data(), rows, cols, dst);
       return true;
     };
   }
@@ -896,6 +823,32 @@ bool gguf_fit_vocabulary(const std::string& path, uint32_t vocab_size, Tokenizer
 }
 
 }  // namespace
+
+bool read_gguf_tensors(const std::string& path, std::vector<GgufTensor>* out, std::string* err) {
+  Gguf g;
+  if (!parse_gguf(path, &g, err)) return false;
+  std::vector<GgufTensor> list;
+  for (const TensorInfo& ti : g.tensors) {
+    GgufTensor t;
+    t.name = ti.name;
+    t.type = ti.type;
+    t.ne = ti.ne;
+    uint64_t n = 1;
+    for (uint64_t d : ti.ne) n *= d;  // bounded by parse_gguf (< 2^40)
+    if (ti.bytes == 0 || !ggml_type_readable(ti.type)) {
+      const std::string msg = unreadable_type_error(path, ti);
+      t.load_f32 = [msg](std::vector<float>*, std::string* e) {
+        *e = msg;
+        return false;
+      };
+    } else {
+      t.load_f32 = f32_loader(g.file, ti.type, ti.offset, ti.bytes, n);
+    }
+    list.push_back(std::move(t));
+  }
+  *out = std::move(list);
+  return true;
+}
 
 bool read_gguf(const std::string& path, ModelData* out, std::string* err) {
   auto g = std::make_shared<Gguf>();

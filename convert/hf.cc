@@ -348,6 +348,7 @@ bool read_hf_impl(const std::string& path_in, ModelData* out, std::string* err) 
       return false;
     }
     t.shape = e.shape;
+    t.source_type = e.dtype;
     SafetensorsEntry copy = e;
     t.load_f32 = [copy, name](std::vector<float>* dst, std::string* er) {
       return load_safetensors_f32(copy, name, dst, er);

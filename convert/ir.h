@@ -35,9 +35,10 @@ struct TokenizerData {
 
 // A source tensor. Exactly one of load_f32 / raw is used by the writer:
 //  - load_f32 fills `out` with rows * cols floats (row-major) in the source's values;
-//  - raw (raw_type Q8/Q4) is already in the file encoding and is copied as-is when the target
-//    type equals raw_type (GGUF Q8_0 / Q4_0 import without re-quantization); load_f32 must still
-//    be set for any other target.
+//  - raw (raw_type Q8/Q4) is already in the file encoding, holding exactly the values load_f32
+//    gives, and is copied as-is when the target type equals raw_type (GGUF Q8_0 / Q4_0 blocks,
+//    and Q5_0 / IQ4_NL blocks repacked into q8, import without re-quantization); load_f32 must
+//    still be set for any other target.
 struct TensorData {
   std::string name;
   fb::TensorRole role;
@@ -47,6 +48,9 @@ struct TensorData {
   bool has_raw = false;
   fb::DType raw_type = fb::DType::F32;
   std::function<bool(std::vector<uint8_t>* out, std::string* err)> load_raw;
+  // How the source stores the tensor ("F32", "F16", "BF16", "Q4_K", ...), for the converter's
+  // per-tensor report; "F32" when a reader does not say.
+  std::string source_type = "F32";
 };
 
 struct GenerationData {

@@ -31,7 +31,39 @@ struct Planned {
   uint64_t size;
   uint64_t offset;
   bool raw;
+  bool kept_f32;  // --quant keep chose f32: no smaller encoding holds the values exactly
 };
+
+// True when every value is an f16 value (converts to f16 and back to the same bits), so an f16
+// tensor holds them exactly.
+bool all_f16_exact(const std::vector<float>& v) {
+  for (float x : v) {
+    const float back = fp16_to_f32(f32_to_fp16(x));
+    if (memcmp(&back, &x, 4) != 0) return false;
+  }
+  return true;
+}
+
+void count_action(ConvertStats* stats, const std::string& source, fb::DType target,
+                  const char* how) {
+  if (!stats) return;
+  for (ConvertStats::Action& a : stats->actions) {
+    if (a.source == source && a.target == dtype_name(target) && a.how == how) {
+      ++a.count;
+      return;
+    }
+  }
+  stats->actions.push_back({source, dtype_name(target), how, 1});
+}
+
+// "  blk.0.attn_q.weight                  Q5_0    -> q8   <what>"
+void log_line(std::ostream* log, const Planned& p, const std::string& what) {
+  if (!log) return;
+  char head[160];
+  snprintf(head, sizeof head, "  %-36s %-7s -> %-3s  ", p.src->name.c_str(),
+           p.src->source_type.c_str(), dtype_name(p.dtype));
+  *log << head << what << "\n";
+}
 
 std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>& plan) {
   flatbuffers::FlatBufferBuilder fbb(1 << 16);
@@ -256,9 +288,18 @@ bool parse_dtype(const std::string& s, fb::DType* out) {
   return true;
 }
 
+std::string actions_summary(const ConvertStats& st) {
+  std::string s;
+  for (const ConvertStats::Action& a : st.actions) {
+    if (!s.empty()) s += ", ";
+    s += std::to_string(a.count) + " " + a.source + " -> " + a.target + " (" + a.how + ")";
+  }
+  return s;
+}
+
 bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std::string* err,
                  std::ostream* log, bool progress, ConvertStats* stats,
-                 const PlanCheck& plan_check, bool allow_non_finite) {
+                 const PlanCheck& plan_check, bool allow_non_finite, bool keep) {
   if (static_cast<uint32_t>(quant) > static_cast<uint32_t>(fb::DType::MAX)) {
     *err = "unknown target dtype";
     return false;
@@ -280,7 +321,30 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
       *err = "tensor '" + t.name + "' has a dimension out of range";
       return false;
     }
-    p.dtype = t.shape.size() == 2 ? quant : fb::DType::F32;
+    p.kept_f32 = false;
+    if (t.shape.size() != 2) {
+      p.dtype = fb::DType::F32;  // norms, biases: always f32
+    } else if (!keep) {
+      p.dtype = quant;
+    } else if (t.has_raw && t.load_raw && p.cols % kQuantGroup == 0) {
+      p.dtype = t.raw_type;  // the source's own blocks, repacked without rounding
+    } else if (t.source_type == "F16") {
+      p.dtype = fb::DType::F16;
+    } else {
+      // The layout needs every size before the first byte is written, so the values are
+      // checked here and loaded again when the tensor is written.
+      std::vector<float> v;
+      if (!t.load_f32) {
+        *err = "tensor '" + t.name + "' has no float loader";
+        return false;
+      }
+      if (!t.load_f32(&v, err)) {
+        *err = "tensor '" + t.name + "': " + *err;
+        return false;
+      }
+      p.dtype = all_f16_exact(v) ? fb::DType::F16 : fb::DType::F32;
+      p.kept_f32 = p.dtype == fb::DType::F32;
+    }
     p.raw = t.has_raw && t.raw_type == p.dtype && p.cols % kQuantGroup == 0 && t.load_raw;
     if (!p.raw && !t.load_f32) {
       *err = "tensor '" + t.name + "' has no loader for target " + dtype_name(p.dtype);
@@ -369,7 +433,11 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
                std::to_string(kQuantGroup) + " values from " + where(p, bad.index) + kAllowHint;
         return false;
       }
-      if (log) *log << "  " << t.name << "  " << dtype_name(p.dtype) << "  copied without re-quantization\n";
+      // Q8_0 / Q4_0 blocks are q8 / q4 groups already; Q5_0 / IQ4_NL quants become int8.
+      const bool copy = t.source_type == "Q8_0" || t.source_type == "Q4_0";
+      log_line(log, p, copy ? "copied without re-quantization (exact)"
+                            : "repacked without re-quantization (exact, same values)");
+      count_action(stats, t.source_type, p.dtype, copy ? "exact copy" : "exact repack");
       if (stats) ++stats->n_raw_copied;
     } else {
       if (!t.load_f32(&x, err)) {
@@ -405,24 +473,37 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
           return false;
         }
       }
-      if (p.dtype != fb::DType::F32) {
+      const bool source_finite = src_bad.index == n;
+      if (p.dtype == fb::DType::F32) {
+        // f32 holds every source value (a dequantized block's values are float32 products).
+        log_line(log, p, !source_finite ? "non-finite values stored"
+                         : p.kept_f32   ? "stored exactly (kept as f32: no smaller encoding "
+                                          "holds these values without rounding)"
+                                        : "stored exactly");
+        count_action(stats, t.source_type, p.dtype,
+                     source_finite ? "exact" : "non-finite values stored");
+      } else {
         const double rms = sqrt(s2 / static_cast<double>(n));
         const double rmse = sqrt(e2 / static_cast<double>(n));
         // Non-finite values (stored under --allow-non-finite) make both sums inf or NaN; a
         // relative error then means nothing and is neither printed as a number nor counted.
         const bool finite = std::isfinite(rms) && std::isfinite(rmse);
         const double rel = rms > 0 ? rmse / rms : (rmse > 0 ? INFINITY : 0.0);
+        const bool exact = finite && e2 == 0.0;
         if (log) {
-          char line[512];
-          if (finite) {
-            snprintf(line, sizeof line, "  %-36s %-3s  rmse %.3e  rms %.3e  rel %.4f%%\n",
-                     t.name.c_str(), dtype_name(p.dtype), rmse, rms, rel * 100.0);
+          char line[256];
+          if (!finite) {
+            snprintf(line, sizeof line, "non-finite values stored (no error figure)");
+          } else if (exact) {
+            snprintf(line, sizeof line, "stored exactly (rmse 0)");
           } else {
-            snprintf(line, sizeof line, "  %-36s %-3s  non-finite values stored (no error figure)\n",
-                     t.name.c_str(), dtype_name(p.dtype));
+            snprintf(line, sizeof line, "re-quantized: rmse %.3e  rms %.3e  rel %.4f%%", rmse,
+                     rms, rel * 100.0);
           }
-          *log << line;
+          log_line(log, p, line);
         }
+        count_action(stats, t.source_type, p.dtype,
+                     !finite ? "non-finite values stored" : exact ? "exact" : "re-quantized");
         ++n_lossy;
         if (finite) {
           rel_sum += rel;
@@ -451,14 +532,15 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
 
 bool build_model_bytes(const ModelData& model, fb::DType quant, std::vector<uint8_t>* out,
                        std::string* err, std::ostream* log, bool progress,
-                       bool allow_non_finite) {
+                       bool allow_non_finite, bool keep) {
   std::vector<uint8_t> bytes;
   ByteSink sink = [&bytes](const void* p, uint64_t n, std::string*) {
     const uint8_t* b = static_cast<const uint8_t*>(p);
     bytes.insert(bytes.end(), b, b + n);
     return true;
   };
-  if (!write_model(model, quant, sink, err, log, progress, nullptr, nullptr, allow_non_finite))
+  if (!write_model(model, quant, sink, err, log, progress, nullptr, nullptr, allow_non_finite,
+                   keep))
     return false;
   *out = std::move(bytes);
   return true;
@@ -466,7 +548,7 @@ bool build_model_bytes(const ModelData& model, fb::DType quant, std::vector<uint
 
 bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
                        const std::string& write_error, std::string* err, std::ostream* log,
-                       bool progress, ConvertStats* stats, bool allow_non_finite) {
+                       bool progress, ConvertStats* stats, bool allow_non_finite, bool keep) {
   std::vector<uint8_t> buf;
   buf.reserve(4u << 20);
   auto flush = [&](std::string* e) {
@@ -507,7 +589,8 @@ bool write_model_to_fd(const ModelData& model, fb::DType quant, int fd,
     *e = msg;
     return false;
   };
-  return write_model(model, quant, sink, err, log, progress, stats, fits, allow_non_finite) &&
+  return write_model(model, quant, sink, err, log, progress, stats, fits, allow_non_finite,
+                     keep) &&
          flush(err);
 }
 

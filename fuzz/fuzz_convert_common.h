@@ -25,19 +25,24 @@ inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, ui
     elems += n;
   }
   if (elems > (8u << 20)) return;
-  const ringlm::internal::fb::DType quants[4] = {ringlm::internal::fb::DType::F32, ringlm::internal::fb::DType::F16,
-                                       ringlm::internal::fb::DType::Q8, ringlm::internal::fb::DType::Q4};
-  const ringlm::internal::fb::DType q = quants[selector % 4];
+  // f32, f16, q8, q4, or --quant keep (selector % 5 == 4: each tensor's smallest exact encoding).
+  const ringlm::internal::fb::DType quants[5] = {
+      ringlm::internal::fb::DType::F32, ringlm::internal::fb::DType::F16,
+      ringlm::internal::fb::DType::Q8, ringlm::internal::fb::DType::Q4,
+      ringlm::internal::fb::DType::F32};
+  const ringlm::internal::fb::DType q = quants[selector % 5];
+  const bool keep = selector % 5 == 4;
   std::vector<uint8_t> bytes;
   std::string err;
-  if (!ringlm::internal::conv::build_model_bytes(md, q, &bytes, &err)) {
+  if (!ringlm::internal::conv::build_model_bytes(md, q, &bytes, &err, nullptr, false, false,
+                                                 keep)) {
     FUZZ_CHECK(!err.empty(), "build_model_bytes failed without a message");
     if (getenv("RINGLM_FUZZ_VERBOSE")) fprintf(stderr, "  refused: %s\n", err.c_str());
     // Refused (e.g. a NaN / infinite weight): what --allow-non-finite stores instead must still
     // verify and run (fuzz/regressions/llama2c/nan-weight-q8 reaches quantize_row_q8 this way).
     err.clear();
     if (!ringlm::internal::conv::build_model_bytes(md, q, &bytes, &err, nullptr, false,
-                                         /*allow_non_finite=*/true)) {
+                                         /*allow_non_finite=*/true, keep)) {
       FUZZ_CHECK(!err.empty(), "build_model_bytes failed without a message");
       return;
     }
@@ -47,7 +52,8 @@ inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, ui
   std::string msg;
   const rlm_status st = exercise_model(a.data(), a.size(), {1, 2, 3, 5, 8}, 4, &msg);
   FUZZ_CHECK(st == RLM_OK, "converted model (%s) does not verify: %s: %s",
-             ringlm::internal::conv::dtype_name(q), rlm_status_string(st), msg.c_str());
+             keep ? "keep" : ringlm::internal::conv::dtype_name(q), rlm_status_string(st),
+             msg.c_str());
 }
 
 }  // namespace ringlm_fuzz

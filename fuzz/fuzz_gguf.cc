@@ -1,6 +1,7 @@
 // GGUF import: read_gguf (model) and read_gguf_tokenizer on an arbitrary file. Either reader
-// fails with a message or returns data; an accepted model converts (f32/f16/q8/q4 by the last
-// input byte) to bytes that verify and run (fuzz_convert_common.h).
+// fails with a message or returns data; an accepted model converts (f32/f16/q8/q4 or --quant
+// keep by the last input byte, mod 5) to bytes that verify and run (fuzz_convert_common.h).
+// The block types' dequantizers on their own: fuzz_ggml_quants.cc.
 #include "convert/readers.h"
 #include "fuzz_convert_common.h"
 

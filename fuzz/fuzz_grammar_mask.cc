@@ -225,12 +225,13 @@ struct Scratch {
   MaskScratch off, on, tiny;
 };
 
-void layout(Arena& a, const Grammar* g, uint32_t vocab, size_t budget, Scratch* s) {
+void layout(Arena& a, const Grammar* g, uint32_t vocab, uint32_t max_text, size_t budget,
+            Scratch* s) {
   matcher_layout(a, g, budget, &s->state);
   matcher_layout(a, g, budget, &s->ref);
-  mask_scratch_layout(a, vocab, budget, 0, &s->off);
-  mask_scratch_layout(a, vocab, budget, 64 * 1024, &s->on);
-  mask_scratch_layout(a, vocab, budget,
+  mask_scratch_layout(a, vocab, max_text, budget, 0, &s->off);
+  mask_scratch_layout(a, vocab, max_text, budget, 64 * 1024, &s->on);
+  mask_scratch_layout(a, vocab, max_text, budget,
                       2 * mask_cache_entry_bytes(vocab) + 5 * kArenaAlignment, &s->tiny);
 }
 
@@ -244,7 +245,7 @@ void revisit(const GrammarImpl& gi, size_t budget, IsEnd is_end, const std::vect
   const uint32_t vocab = gi.tokens.vocab;
   Arena a(mem->data(), mem->size());
   Scratch s;
-  layout(a, gi.g, vocab, budget, &s);
+  layout(a, gi.g, vocab, gi.tokens.max_len, budget, &s);
   FUZZ_CHECK(a.ok() && a.used() == mem->size(), "second layout differs");
   s.off.trial.g = gi.g;
   std::vector<float> logits(vocab);
@@ -286,12 +287,12 @@ void walk(const ModelImpl& m, const GrammarImpl& gi, size_t budget, bool builtin
   const uint32_t vocab = t.vocab;
   Arena measure(nullptr, 0);
   Scratch probe;
-  layout(measure, gi.g, vocab, budget, &probe);
+  layout(measure, gi.g, vocab, gi.tokens.max_len, budget, &probe);
   Aligned mem;
   mem.resize_fill(measure.used(), 0);
   Arena a(mem.data(), measure.used());
   Scratch s;
-  layout(a, gi.g, vocab, budget, &s);
+  layout(a, gi.g, vocab, gi.tokens.max_len, budget, &s);
   FUZZ_CHECK(a.ok() && a.used() == measure.used(), "scratch layout differs from its measure");
   FUZZ_CHECK(s.on.cache.n_entries > 2 && s.tiny.cache.n_entries == 2, "cache entries %u / %u",
              s.on.cache.n_entries, s.tiny.cache.n_entries);

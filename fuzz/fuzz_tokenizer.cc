@@ -84,7 +84,7 @@ void build_tables() {
   if (read_gguf_tokenizer(dir + "/tokenizers/vectors/ggml-vocab-gpt-2.gguf", &td, &err)) {
     const fb::PreTokenizer pres[] = {fb::PreTokenizer::Gpt2, fb::PreTokenizer::Llama3,
                                      fb::PreTokenizer::Qwen2, fb::PreTokenizer::StarCoder,
-                                     fb::PreTokenizer::None};
+                                     fb::PreTokenizer::None, fb::PreTokenizer::Llama3Merges};
     for (fb::PreTokenizer p : pres) {
       td.pre_tokenizer = p;
       add_table(std::string("gpt2/") + fb::EnumNamePreTokenizer(p), td);

@@ -13,7 +13,7 @@ build=build/fuzz/fuzz
 [ -d "$build/seeds" ] || "$build/fuzz_make_seeds" "$build/seeds"
 if [ $# -gt 0 ]; then plan=("$@"); else
   plan=(session_api=1500 stop=1200 model_open=1500 tokenizer_files=1200 gguf=1500 llama2c=1200
-        tokenizer=1500 hf=1500)
+        tokenizer=1500 hf=1500 ggml_quants=900)
 fi
 rm -rf "$build/fuzz-summary"
 printf '%s\n' "${plan[@]}" | xargs -P "$(nproc)" -I{} bash -c '

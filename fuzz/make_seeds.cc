@@ -279,15 +279,49 @@ void model_open_seeds(const TokenizerData& sp, const TokenizerData& bpe, const s
   seed("model_open", "header-only", std::string("\x10\x00\x00\x00RLM1", 8) + std::string(16, '\0'));
 }
 
+// fuzz_ggml_quants: [type][rows][cols factor][flags] + blocks. Per type: valid blocks for two
+// rows of two blocks, the same with a NaN / an infinite scale in the second block, one truncated
+// block, and a row one column off the block size.
+void ggml_quants_seeds() {
+  const auto& layouts = ringlm_test::ggml_block_layouts();
+  const uint32_t n_types = 3 + static_cast<uint32_t>(layouts.size());
+  for (uint32_t sel = 0; sel < n_types; ++sel) {
+    const ringlm_test::GgmlBlockLayout* l = sel >= 3 ? &layouts[sel - 3] : nullptr;
+    const std::string name = l ? l->name : sel == 0 ? "F32" : sel == 1 ? "F16" : "BF16";
+    std::string blocks;
+    if (l) {
+      blocks = ringlm_test::random_ggml_blocks(*l, 4, 50 + sel);
+    } else {
+      std::vector<float> v(4 * 8);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>(i) - 0.1f;
+      blocks = ggml_bytes(v, sel == 0 ? GgufWriter::kF32 : sel == 1 ? GgufWriter::kF16
+                                                                     : GgufWriter::kBF16);
+    }
+    const std::string head = {static_cast<char>(sel), 1, 1, 0};  // 2 rows, 2 blocks per row
+    seed("ggml_quants", name + "-ok", head + blocks);
+    if (l) {
+      for (uint16_t bad : {uint16_t{0x7e00}, uint16_t{0x7c00}}) {
+        std::string b = blocks;
+        memcpy(&b[l->bytes + l->scale_at[l->n_scales - 1]], &bad, 2);
+        seed("ggml_quants", name + (bad == 0x7e00 ? "-nan-scale" : "-inf-scale"), head + b);
+      }
+      seed("ggml_quants", name + "-truncated", head + blocks.substr(0, blocks.size() - l->bytes / 2));
+    }
+    seed("ggml_quants", name + "-ragged-row", std::string{static_cast<char>(sel), 0, 0, 1} + blocks);
+  }
+}
+
 void gguf_seeds(const TokenizerData& sp, const TokenizerData& bpe, const TokenizerData* tok512) {
-  const uint32_t types[5] = {GgufWriter::kF32, GgufWriter::kF16, GgufWriter::kQ8_0,
-                             GgufWriter::kQ4_0, GgufWriter::kBF16};
-  const char* tnames[5] = {"f32", "f16", "q8_0", "q4_0", "bf16"};
+  // The block types of #18 too (Q4_1, Q5_0, Q5_1, IQ4_NL: 32-value blocks fit these shapes;
+  // K-quant rows need 256 columns and fall back to F32 here, fuzz_ggml_quants covers them).
+  const uint32_t types[9] = {GgufWriter::kF32, GgufWriter::kF16, GgufWriter::kQ8_0,
+                             GgufWriter::kQ4_0, GgufWriter::kBF16, 3, 6, 7, 20};
+  const char* tnames[9] = {"f32", "f16", "q8_0", "q4_0", "bf16", "q4_1", "q5_0", "q5_1", "iq4_nl"};
   uint32_t k = 0;
   for (const Shape& s : shapes()) {
     if (s.arch.rope_scaling == fb::RopeScaling::Llama3) continue;  // GGUF carries rope_freqs instead
-    for (int t = 0; t < 5; ++t) {
-      if (s.arch.family != fb::Family::Llama && t != static_cast<int>(k % 5)) continue;
+    for (int t = 0; t < 9; ++t) {
+      if (s.arch.family != fb::Family::Llama && t != static_cast<int>(k % 9)) continue;
       const TokenizerData& tok = (tok512 && k % 3 == 0) ? *tok512 : ((k % 2) ? bpe : sp);
       ModelData m = random_family_model(s.arch, tok, 200 + k);
       seed("gguf", std::string(s.name) + "-" + tnames[t] + ".gguf",
@@ -734,6 +768,7 @@ int main(int argc, char** argv) {
   session_seeds();
   speculative_seeds();
   snapshot_seeds();
+  ggml_quants_seeds();
   fprintf(stderr, "make_seeds: %d seeds in %s (shared data: %s)\n", g_count, g_out.c_str(),
           shared.empty() ? "absent" : shared.c_str());
   return 0;

@@ -17,6 +17,7 @@
 #include "convert/families.h"
 #include "convert/ir.h"
 #include "fixtures.h"
+#include "ggml_blocks.h"
 #include "kernels/scalar.h"
 #include "model_writers.h"
 
@@ -190,16 +191,23 @@ inline std::string write_gguf(const ModelData& m, uint32_t type, const std::stri
   gguf_tokenizer(g, m.tokenizer);
   if (!chat.empty()) g.kv_str("tokenizer.chat_template", chat);
   const bool phi3 = a.family == fb::Family::Phi3;
+  uint32_t seed = 1;
   for (const CheckpointTensor& t : checkpoint_tensors(m)) {
     uint32_t ty = t.shape.size() == 2 ? type : GgufWriter::kF32;
-    if ((ty == GgufWriter::kQ8_0 || ty == GgufWriter::kQ4_0) && t.shape.back() % 32 != 0)
-      ty = GgufWriter::kF32;
+    const ringlm_test::GgmlBlockLayout* blocks = ringlm_test::ggml_block_layout(ty);
+    if (blocks && t.shape.back() % blocks->values != 0) ty = GgufWriter::kF32;
+    // Block types without an encoder here (Q4_1, Q5_0, Q5_1, K-quants, IQ4_*): random blocks
+    // with finite scales (the values are noise either way).
+    std::string data = blocks && ty != GgufWriter::kF32 && ty != GgufWriter::kQ8_0 &&
+                               ty != GgufWriter::kQ4_0
+                           ? ringlm_test::random_ggml_blocks(*blocks, t.values.size() / blocks->values,
+                                                             seed++, 0.02f)
+                           : ggml_bytes(t.values, ty);
     std::string name = ringlm::internal::conv::gguf_tensor_name(a.family, t.role, t.layer);
     if (phi3 && t.role == fb::TensorRole::Wq) name = "blk." + std::to_string(t.layer) + ".attn_qkv.weight";
     if (phi3 && t.role == fb::TensorRole::FfnGate) name = "blk." + std::to_string(t.layer) + ".ffn_up.weight";
     // ggml order: ne[0] = cols.
-    g.tensor(name, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), ty,
-             ggml_bytes(t.values, ty));
+    g.tensor(name, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), ty, std::move(data));
   }
   return g.finish();
 }

@@ -20,7 +20,7 @@ void beam_layout(Arena& a, const Hparams& hp, rlm_kv_dtype kv_dtype, uint32_t ma
   b->text = a.alloc<TextStream>(nb);
   for (uint32_t i = 0; i < nb; ++i) {
     TextStream tmp;
-    text_stream_layout(a, stop_bytes, kMaxPieceBytes, b->text ? &b->text[i] : &tmp);
+    text_stream_layout(a, stop_bytes, hp.max_token_text, b->text ? &b->text[i] : &tmp);
   }
   b->live = a.alloc<uint32_t>(nb);
   b->next_slot = a.alloc<uint32_t>(nb);
@@ -30,7 +30,7 @@ void beam_layout(Arena& a, const Hparams& hp, rlm_kv_dtype kv_dtype, uint32_t ma
   b->slot_taken = a.alloc<uint8_t>(nb);
   b->cand = a.alloc<BeamCandidate>(static_cast<size_t>(nb) * 2 * nb);
   b->top = a.alloc<rlm_token_logprob>(2 * nb);
-  text_stream_layout(a, stop_bytes, kMaxPieceBytes, &b->probe);
+  text_stream_layout(a, stop_bytes, hp.max_token_text, &b->probe);
   b->fin_tokens = a.alloc<int32_t>(static_cast<size_t>(nb) * max_len);
   b->fin_len = a.alloc<uint32_t>(nb);
   b->fin_sum = a.alloc<double>(nb);

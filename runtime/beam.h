@@ -62,7 +62,8 @@ struct BeamSearch {
 };
 
 // Reserves everything for `max_beams` beams of up to `max_len` tokens (nothing when max_beams is
-// 0), text streams sized for `stop_bytes` of stop strings. Measure mode allowed.
+// 0), text streams sized for `stop_bytes` of stop strings and tokens of up to
+// hp.max_token_text bytes. Measure mode allowed.
 void beam_layout(Arena& a, const Hparams& hp, rlm_kv_dtype kv_dtype, uint32_t max_beams,
                  uint32_t max_len, uint32_t stop_bytes, BeamSearch* b);
 

@@ -285,7 +285,9 @@ Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink
     }
   }
 
-  RLM_RETURN_IF_ERROR(verify_tokenizer(root->tokenizer(), h.vocab_size, err));
+  uint32_t longest_piece = 0;
+  RLM_RETURN_IF_ERROR(verify_tokenizer(root->tokenizer(), h.vocab_size, err, &longest_piece));
+  h.max_token_text = token_text_bytes(longest_piece);
   return RLM_OK;
 }
 

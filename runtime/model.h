@@ -51,6 +51,9 @@ struct Hparams {
   uint32_t sliding_window;      // window of local layers (0 = none)
   const uint8_t* layer_is_local;  // (n_layers) or null; borrows the model bytes
   bool has_local_layers;
+  // Bytes of the longest text one token decodes to (token_text_bytes of the longest piece): what
+  // every buffer holding one token's text is sized by.
+  uint32_t max_token_text;
 };
 
 inline bool layer_is_local(const Hparams& h, uint32_t l) {

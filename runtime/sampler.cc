@@ -759,7 +759,7 @@ bool sampler_extra_params_valid(const SamplerParams& p, uint32_t penalty_window)
 }
 
 void sampler_build_dry_breakers(SamplerParams* p, const fb::Tokenizer* tok, uint32_t vocab,
-                                char* piece, SamplerScratch* s) {
+                                char* piece, size_t piece_cap, SamplerScratch* s) {
   p->dry_breaker_bits = nullptr;
   if (!(p->dry_multiplier > 0.0f) || p->dry_penalty_last_n <= 0 || p->n_dry_breakers == 0 ||
       s->breaker_bits == nullptr) {
@@ -770,8 +770,8 @@ void sampler_build_dry_breakers(SamplerParams* p, const fb::Tokenizer* tok, uint
   memset(bits, 0, (static_cast<size_t>(s->vocab) + 31) / 32 * sizeof *bits);
   for (uint32_t t = 0; t < vocab; ++t) {
     // prev -2: neither "no previous token" nor BOS, so the piece reads as in mid-text.
-    size_t n = token_text(tok, -2, static_cast<int32_t>(t), piece, kMaxPieceBytes);
-    if (n > kMaxPieceBytes) n = kMaxPieceBytes;
+    size_t n = token_text(tok, -2, static_cast<int32_t>(t), piece, piece_cap);
+    if (n > piece_cap) n = piece_cap;  // a smaller buffer than the contract: what fits
     const char* b = p->dry_breaker_text;
     for (uint32_t i = 0; i < p->n_dry_breakers; b += p->dry_breaker_len[i++]) {
       if (contains(piece, n, b, p->dry_breaker_len[i])) {

@@ -212,10 +212,10 @@ bool sampler_extra_params_valid(const SamplerParams& p, uint32_t penalty_window)
 
 // Sets p->dry_breaker_bits: null when DRY is off or has no breakers; otherwise s->breaker_bits
 // (null too without a window), filled with the tokens of [0, vocab) whose text (token_text after
-// a token that is not BOS) contains one of p's breakers. `piece`: kMaxPieceBytes of scratch.
-// One pass over the vocab.
+// a token that is not BOS) contains one of p's breakers. `piece`: `piece_cap` bytes of scratch,
+// at least the longest token text (the model's Hparams::max_token_text). One pass over the vocab.
 void sampler_build_dry_breakers(SamplerParams* p, const fb::Tokenizer* tok, uint32_t vocab,
-                                char* piece, SamplerScratch* s);
+                                char* piece, size_t piece_cap, SamplerScratch* s);
 
 // Reserves the scratch for `vocab` tokens, a penalty window of up to `penalty_window` (DRY's
 // too: window_cap more entries and, when penalty_window > 0, the vocab/8-byte breaker bitset)

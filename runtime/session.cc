@@ -37,9 +37,9 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   s->bias = a.alloc<rlm_logit_bias>(c.max_logit_bias > 0 ? c.max_logit_bias : 1);
   sampler_layout(a, m.hp.vocab_size, c.penalty_window, c.max_logit_bias, &s->ss);
   stop_strings_layout(a, c.max_stop_strings, c.stop_string_bytes, &s->stops);
-  text_stream_layout(a, c.stop_string_bytes, kMaxPieceBytes, &s->stream);
+  text_stream_layout(a, c.stop_string_bytes, m.hp.max_token_text, &s->stream);
   s->stop_tokens = a.alloc<int32_t>(c.max_stop_tokens > 0 ? c.max_stop_tokens : 1);
-  s->piece = a.alloc<char>(kMaxPieceBytes);
+  s->piece = a.alloc<char>(m.hp.max_token_text);
   s->tok_scratch_size = tokenize_scratch_bytes(m.root->tokenizer(), c.max_text_bytes);
   s->tok_scratch = a.alloc_bytes(s->tok_scratch_size, 1, kArenaAlignment);
   spec_layout(a, c.max_draft, &s->spec);
@@ -47,8 +47,8 @@ void session_layout(Arena& a, const ModelImpl& m, const SessionConfig& c, Sessio
   beam_layout(a, m.hp, c.kv_dtype, c.max_beams, c.max_beam_tokens, c.stop_string_bytes, &s->beam);
   if (c.grammar_state_bytes > 0) {
     matcher_layout(a, nullptr, c.grammar_state_bytes, &s->gstate);
-    mask_scratch_layout(a, m.hp.vocab_size, c.grammar_state_bytes, c.grammar_cache_bytes,
-                        &s->gmask);
+    mask_scratch_layout(a, m.hp.vocab_size, m.hp.max_token_text, c.grammar_state_bytes,
+                        c.grammar_cache_bytes, &s->gmask);
   }
 }
 
@@ -694,7 +694,7 @@ Status session_beam_search(SessionImpl* s, const rlm_beam_params* p, rlm_beam_re
         stop = RLM_STOP_END_TOKEN;
       } else if (stops) {
         const int32_t prev = b.len ? seq[b.len - 1] : s->prev_token;
-        const size_t n = token_text(s->tok, prev, c.token, s->piece, kMaxPieceBytes);
+        const size_t n = token_text(s->tok, prev, c.token, s->piece, s->model->hp.max_token_text);
         text_stream_copy(b.text[ps], &b.probe);
         const char* out = nullptr;
         size_t out_len = 0;
@@ -724,7 +724,8 @@ Status session_beam_search(SessionImpl* s, const rlm_beam_params* p, rlm_beam_re
       int32_t* seq = b.tokens + static_cast<size_t>(slot) * b.max_len;
       if (stops) {
         const int32_t prev = b.len ? seq[b.len - 1] : s->prev_token;
-        const size_t n = token_text(s->tok, prev, b.next_token[j], s->piece, kMaxPieceBytes);
+        const size_t n =
+            token_text(s->tok, prev, b.next_token[j], s->piece, s->model->hp.max_token_text);
         const char* out = nullptr;
         size_t out_len = 0;
         text_stream_push(&b.text[slot], s->stops, s->piece, n, &out, &out_len);
@@ -908,7 +909,7 @@ Status session_step(SessionImpl* s, rlm_step_result* r) {
     text_stream_finish(&s->stream, s->stops, &r->text, &r->text_len);
     r->stop = RLM_STOP_END_TOKEN;
   } else {
-    const size_t n = token_text(s->tok, prev, token, s->piece, kMaxPieceBytes);
+    const size_t n = token_text(s->tok, prev, token, s->piece, s->model->hp.max_token_text);
     if (text_stream_push(&s->stream, s->stops, s->piece, n, &r->text, &r->text_len)) {
       r->stop = RLM_STOP_STOP_STRING;
     } else if (s->max_tokens != 0 && s->generated >= s->max_tokens) {
@@ -1006,7 +1007,8 @@ Status session_set_sampling(SessionImpl* s, const rlm_sampling* p) {
                                               s->cfg.max_logit_bias, &sp, &err));
   if (sp.n_logit_bias) memcpy(s->bias, p->logit_bias, sp.n_logit_bias * sizeof(rlm_logit_bias));
   sp.logit_bias = s->bias;
-  sampler_build_dry_breakers(&sp, s->tok, s->model->hp.vocab_size, s->piece, &s->ss);
+  sampler_build_dry_breakers(&sp, s->tok, s->model->hp.vocab_size, s->piece,
+                             s->model->hp.max_token_text, &s->ss);
   s->sp = sp;
   s->rng.seed(p->seed);
   s->mirostat_mu = 2.0f * sp.mirostat_tau;

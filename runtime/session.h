@@ -81,7 +81,7 @@ struct SessionImpl {
   TextStream stream;
   int32_t* stop_tokens;          // (max_stop_tokens) caller-added end tokens
   uint32_t n_stop_tokens;
-  char* piece;                   // (kMaxPieceBytes) one token's text
+  char* piece;                   // (model hp.max_token_text) one token's text
   void* tok_scratch;             // tokenizer working memory for max_text_bytes of text
   size_t tok_scratch_size;
 

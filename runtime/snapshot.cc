@@ -109,7 +109,8 @@ void body(SessionImpl* s, const Header& h, Io& io) {
   }
   if (io.mode == Mode::kRestore) {
     sp.logit_bias = s->bias;
-    sampler_build_dry_breakers(&sp, s->tok, s->model->hp.vocab_size, s->piece, &s->ss);
+    sampler_build_dry_breakers(&sp, s->tok, s->model->hp.vocab_size, s->piece,
+                               s->model->hp.max_token_text, &s->ss);
     s->sp = sp;
   }
   io.raw(s->bias, h.n_bias * sizeof(rlm_logit_bias));
@@ -428,7 +429,8 @@ void session_copy_state(SessionImpl* src, SessionImpl* dst) {
   body(src, h, io);
   dst->sp = src->sp;
   dst->sp.logit_bias = dst->bias;
-  sampler_build_dry_breakers(&dst->sp, dst->tok, dst->model->hp.vocab_size, dst->piece, &dst->ss);
+  sampler_build_dry_breakers(&dst->sp, dst->tok, dst->model->hp.vocab_size, dst->piece,
+                             dst->model->hp.max_token_text, &dst->ss);
   apply_header(dst, h);
 }
 

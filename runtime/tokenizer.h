@@ -23,8 +23,10 @@ namespace ringlm::internal {
 // vocab_size entries and scores none or vocab_size, piece lengths in [0, kMaxPieceBytes], every
 // id (bos/eos/unk/pad/end ids/sorted ids/merge left, right and result) in range, sorted_ids
 // non-decreasing by piece bytes, merges strictly ordered by (left, right). Once it passes,
-// tokenize() and token_text() are memory-safe for any input.
-Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab_size, ErrorSink* err);
+// tokenize() and token_text() are memory-safe for any input. `longest_piece` (optional)
+// receives the byte length of the longest piece (for token_text_bytes()).
+Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab_size, ErrorSink* err,
+                        uint32_t* longest_piece = nullptr);
 
 // Scratch bytes tokenize() needs for a text of `text_len` bytes (any alignment). SentencePiece:
 // about 39 per byte. ByteLevel: about 36 per byte, plus 4 per Control/UserDefined token and
@@ -67,6 +69,7 @@ enum TokenizeFlags : uint32_t {
 //        Gpt2      's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //        Llama3    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //                   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//        Llama3Merges  the same as Llama3 (only step 3 differs)
 //        Qwen2     Llama3 with \p{N} (single digits) for \p{N}{1,3}
 //        StarCoder every \p{N} character alone, then Gpt2 on the text between digits
 //        None      no split
@@ -94,8 +97,10 @@ size_t pretokenize(fb::PreTokenizer pre, const char* text, size_t len, uint32_t*
                    size_t cap);
 
 // The bytes `token` contributes to text when it follows `prev` (-1 for none). Writes
-// min(cap, needed) bytes and returns the number needed (at most kMaxPieceBytes); 0 for a token
-// out of range. Control and unused tokens become nothing; <0xNN> byte tokens become that byte.
+// min(cap, needed) bytes and returns the number needed: never more than the token's piece, or 5
+// (SentencePiece's unknown surface), so at most token_text_bytes(longest piece), the model's
+// Hparams::max_token_text; `out` may be null with cap 0 (a size query). 0 for a token out of
+// range. Control and unused tokens become nothing; <0xNN> byte tokens become that byte.
 // SentencePiece: "▁" becomes " ", unknown tokens become " ⁇ " (SentencePiece's unk surface),
 // and when add_space_prefix a leading space of a normal piece at the start of a text
 // (prev == bos_id, or prev == -1) is dropped (SentencePiece's dummy-prefix rule).

@@ -50,7 +50,7 @@ std::string write_temp(const std::string& name, const std::string& data) {
 }
 
 // Keeps a hostile GGUF as a fuzz regression input when RINGLM_WRITE_FUZZ_REGRESSIONS is set.
-// fuzz_gguf picks the target type by the input's last byte (f32, f16, q8, q4 for 0..3 mod 4);
+// fuzz_gguf picks the target type by the input's last byte (f32, f16, q8, q4, keep for 0..4 mod 5);
 // `target` >= 0 is appended as that byte (GGUF readers ignore bytes after the data).
 void keep_for_fuzz(const std::string& name, const std::string& data, int target = -1) {
   const char* dir = getenv("RINGLM_WRITE_FUZZ_REGRESSIONS");

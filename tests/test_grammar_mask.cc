@@ -291,9 +291,10 @@ class Oracle {
     const uint32_t vocab = gi_.tokens.vocab;
     rt::matcher_layout(a, gi_.g, kStateBytes, &state_);
     rt::matcher_layout(a, gi_.g, kStateBytes, &ref_trial_);
-    rt::mask_scratch_layout(a, vocab, kStateBytes, 0, &off_);
-    rt::mask_scratch_layout(a, vocab, kStateBytes, kCacheBytes, &on_);
-    rt::mask_scratch_layout(a, vocab, kStateBytes, tiny_cache_bytes_, &tiny_);
+    const uint32_t max_text = m_.hp.max_token_text;
+    rt::mask_scratch_layout(a, vocab, max_text, kStateBytes, 0, &off_);
+    rt::mask_scratch_layout(a, vocab, max_text, kStateBytes, kCacheBytes, &on_);
+    rt::mask_scratch_layout(a, vocab, max_text, kStateBytes, tiny_cache_bytes_, &tiny_);
   }
 
   const rt::ModelImpl& m_;

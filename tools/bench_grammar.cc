@@ -42,7 +42,7 @@ bool replay_mask_times(const rlm_model* model, const rlm_grammar* grammar, uint3
   Matcher probe;
   MaskScratch probe_ms;
   matcher_layout(measure, gi.g, state_bytes, &probe);
-  mask_scratch_layout(measure, vocab, state_bytes, cache_bytes, &probe_ms);
+  mask_scratch_layout(measure, vocab, m.hp.max_token_text, state_bytes, cache_bytes, &probe_ms);
   std::vector<uint8_t> mem(measure.used() + kArenaAlignment);
   void* base = mem.data() + (kArenaAlignment - reinterpret_cast<uintptr_t>(mem.data()) % kArenaAlignment) %
                                 kArenaAlignment;
@@ -50,7 +50,7 @@ bool replay_mask_times(const rlm_model* model, const rlm_grammar* grammar, uint3
   Matcher state;
   MaskScratch ms;
   matcher_layout(a, gi.g, state_bytes, &state);
-  mask_scratch_layout(a, vocab, state_bytes, cache_bytes, &ms);
+  mask_scratch_layout(a, vocab, m.hp.max_token_text, state_bytes, cache_bytes, &ms);
   ms.trial.g = gi.g;
   std::vector<float> logits(m.hp.vocab_size);
   auto is_end = [&m](int32_t id) { return model_is_end_token(m, id); };

@@ -1,4 +1,4 @@
-// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4] -o OUT
+// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|keep] -o OUT
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,27 +17,36 @@ namespace {
 
 void usage(FILE* f) {
   fprintf(f,
-          "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4] -o OUT\n"
+          "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|keep] -o OUT\n"
           "       ringlm convert --synthetic SPEC [--layers N] [--seed S] [--chat FORMAT]\n"
           "                      [--vocab FILE] [--quant ...] -o OUT\n"
           "\n"
           "SOURCE is one of\n"
           "  a llama2.c legacy float checkpoint (.bin; needs --tokenizer tokenizer.bin)\n"
           "  a GGUF v3 file (llama, qwen2, qwen3, gemma2, gemma3, phi3 architectures;\n"
-          "                     F32/F16/BF16/Q8_0/Q4_0 tensors)\n"
+          "                     tensors F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,\n"
+          "                     Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, read exactly as\n"
+          "                     llama.cpp dequantizes them; IQ1/IQ2/IQ3 and ternary types are\n"
+          "                     refused naming the tensor)\n"
           "  a Hugging Face model directory (config.json, model.safetensors or its shards,\n"
           "                     tokenizer.json) of the same families\n"
           "\n"
           "options:\n"
           "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin / tok512.bin)\n"
-          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4;\n"
-          "                     norms stay f32. GGUF Q8_0/Q4_0 weights are copied as-is into\n"
-          "                     q8/q4 without re-quantization.\n"
+          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, or keep;\n"
+          "                     norms stay f32. GGUF Q8_0 -> q8 and Q4_0 -> q4 are copied,\n"
+          "                     Q5_0 / IQ4_NL -> q8 repacked, all without re-quantization;\n"
+          "                     other types are dequantized and re-encoded as TYPE.\n"
+          "                     keep: each tensor in the smallest encoding that holds its\n"
+          "                     values exactly: Q8_0/Q5_0/IQ4_NL -> q8, Q4_0 -> q4, F16 -> f16,\n"
+          "                     F32/BF16/other types -> f16 if every value is an f16 value,\n"
+          "                     else f32 (those are read twice: checked, then written)\n"
           "  -o, --output OUT   output model file (written to a temporary file, verified, renamed;\n"
           "                     an existing OUT must be a writable regular file: directories,\n"
           "                     devices, FIFOs and symbolic links are refused, never replaced)\n"
-          "  -v, --verbose      one line per tensor (its encoding, and the relative RMSE of\n"
-          "                     each re-encoded one); by default only a summary line\n"
+          "  -v, --verbose      one line per tensor: source type -> encoding, and what was\n"
+          "                     done (copied / repacked / stored exactly, or the relative RMSE\n"
+          "                     of a re-quantization); by default only the summary lines\n"
           "  -q, --quiet        no header line or progress bar either\n"
           "  --allow-non-finite store NaN / infinite weights (and values the target type\n"
           "                     overflows to inf) instead of refusing the tensor; such a\n"
@@ -84,8 +93,11 @@ int cmd_convert(int argc, char** argv) {
     } else if (!strcmp(a, "--quant") || !strcmp(a, "--dtype")) {
       const char* v = value(a);
       if (!v) return 2;
-      if (!ringlm::internal::conv::parse_dtype(v, &opts.quant)) {
-        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4)\n", v);
+      opts.keep = !strcmp(v, "keep");
+      if (opts.keep) {
+        opts.quant = ringlm::internal::fb::DType::F32;
+      } else if (!ringlm::internal::conv::parse_dtype(v, &opts.quant)) {
+        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, keep)\n", v);
         return 2;
       }
     } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
@@ -142,6 +154,11 @@ int cmd_convert(int argc, char** argv) {
     fprintf(stderr, "ringlm convert: %s\n\n",
             out.empty() ? "no -o OUT" : "give exactly one of SOURCE / --synthetic SPEC");
     usage(stderr);
+    return 2;
+  }
+  if (!synthetic.empty() && opts.keep) {
+    fprintf(stderr, "ringlm convert: --quant keep keeps a source's encodings; a synthetic model "
+                    "has none (give f32, f16, q8 or q4)\n");
     return 2;
   }
   if (synthetic.empty() && (!chat.empty() || layers || seed != 1 || !vocab.empty())) {
@@ -202,7 +219,9 @@ int cmd_convert(int argc, char** argv) {
   const ringlm::internal::conv::SourceKind kind = ringlm::internal::conv::detect_source(opts.source);
   if (!quiet) {
     printf("converting %s (%s) -> %s as %s\n", opts.source.c_str(),
-           ringlm::internal::conv::source_kind_name(kind), out.c_str(), ringlm::internal::conv::dtype_name(opts.quant));
+           ringlm::internal::conv::source_kind_name(kind), out.c_str(),
+           opts.keep ? "keep (each tensor in the smallest exact encoding)"
+                     : ringlm::internal::conv::dtype_name(opts.quant));
     fflush(stdout);
   }
   ringlm::internal::conv::ConvertStats st;
@@ -221,5 +240,7 @@ int cmd_convert(int argc, char** argv) {
            st.max_rel_rmse * 100.0, st.max_rel_rmse_tensor.c_str());
   }
   printf("; verified OK\n");
+  // Always: what happened to the tensors, by source type (-v has it per tensor).
+  printf("tensors: %s\n", ringlm::internal::conv::actions_summary(st).c_str());
   return 0;
 }

@@ -108,12 +108,14 @@ int cmd_detokenize(int argc, char** argv) {
   }
   std::string text;
   int32_t prev = -1;
-  char piece[ringlm::internal::kMaxPieceBytes];
   const uint32_t flags = special ? ringlm::internal::kTokenTextSpecial : 0u;
   for (long long id : ids) {
     const int32_t tok = static_cast<int32_t>(id);
-    const size_t n = ringlm::internal::token_text_ex(t.tok, prev, tok, flags, piece, sizeof(piece));
-    text.append(piece, n < sizeof(piece) ? n : sizeof(piece));
+    // Size first: a piece may be up to kMaxPieceBytes long.
+    const size_t n = ringlm::internal::token_text_ex(t.tok, prev, tok, flags, nullptr, 0);
+    const size_t at = text.size();
+    text.resize(at + n);
+    ringlm::internal::token_text_ex(t.tok, prev, tok, flags, n ? &text[at] : nullptr, n);
     prev = tok;
   }
   if (fwrite(text.data(), 1, text.size(), stdout) != text.size() || fflush(stdout) != 0) {

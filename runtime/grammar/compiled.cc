@@ -286,8 +286,8 @@ Status grammar_accept_token(const GrammarImpl& gi, Matcher* state, int32_t token
                               &used, err);
 }
 
-void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t cache_bytes,
-                         MaskScratch* ms) {
+void mask_scratch_layout(Arena& a, uint32_t vocab, uint32_t max_token_text, size_t state_bytes,
+                         size_t cache_bytes, MaskScratch* ms) {
   matcher_layout(a, nullptr, state_bytes, &ms->trial);
   ms->bits = a.alloc<uint64_t>((static_cast<size_t>(vocab) + 63) / 64);
   ms->key = a.alloc<uint32_t>(kMaskKeyWords);
@@ -300,9 +300,11 @@ void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t ca
   ms->walk_epoch = 0;  // every slot free (epoch 0) for the first walk's epoch 1
   if (ms->slot_key) memset(ms->slot_key, 0, sizeof(uint64_t) * kWalkSlots);
   ms->slot_next = a.alloc<uint8_t>(kWalkSlots);
+  // A walk's path holds one entry per code point of a token, plus its root.
+  ms->path_cap = max_token_text + 1;
   for (uint32_t r = 0; r < 2; ++r) {
-    ms->path_state[r] = a.alloc<uint8_t>(kMaxPieceBytes + 1);
-    ms->path_off[r] = a.alloc<uint16_t>(kMaxPieceBytes + 1);
+    ms->path_state[r] = a.alloc<uint8_t>(ms->path_cap);
+    ms->path_off[r] = a.alloc<uint16_t>(ms->path_cap);
   }
   mask_cache_layout(a, vocab, cache_bytes, &ms->cache);
 }
@@ -379,6 +381,11 @@ Status grammar_mask_range(const GrammarImpl& gi, const Matcher& state, MaskScrat
                           uint32_t room, uint32_t begin, uint32_t end, uint64_t* bits,
                           ErrorSink* err) {
   const TokenTable& t = gi.tokens;
+  // The path holds a token's code point boundaries: a grammar compiled for a vocabulary with
+  // longer tokens than the scratch was laid out for (another model) would overrun it.
+  RLM_CHECK(t.max_len < ms->path_cap, RLM_ERR_INVALID_ARGUMENT, err,
+            "grammar: its vocabulary has a %u-byte token, the session's scratch holds %u",
+            t.max_len, ms->path_cap > 0 ? ms->path_cap - 1 : 0);
   Matcher* trial = &ms->trial;
   // Per root: path, the automaton states of the last token walked from it, at its code point
   // boundaries (byte offsets); a token resumes at the deepest one within the bytes it shares

@@ -99,15 +99,17 @@ struct MaskScratch {
   uint64_t loop_sig[2] = {0, 0};
   uint64_t loop_known[2] = {0, 0};
   // Per root: the last token's automaton states at its code point boundaries (byte offsets).
-  uint8_t* path_state[2] = {nullptr, nullptr};  // (kMaxPieceBytes + 1) each
-  uint16_t* path_off[2] = {nullptr, nullptr};   // (kMaxPieceBytes + 1) each
+  uint8_t* path_state[2] = {nullptr, nullptr};  // (path_cap) each
+  uint16_t* path_off[2] = {nullptr, nullptr};   // (path_cap) each
   uint32_t n_path[2] = {0, 0};
+  uint32_t path_cap = 0;  // the longest token text the layout was made for, + 1
 };
 
-// Lays out MaskScratch for `vocab` tokens, a trial matcher of `state_bytes` and a cache of
+// Lays out MaskScratch for `vocab` tokens whose texts are at most `max_token_text` bytes (the
+// model's Hparams::max_token_text), a trial matcher of `state_bytes` and a cache of
 // `cache_bytes` (0: none). After a real layout, trial.g must be set before use.
-void mask_scratch_layout(Arena& a, uint32_t vocab, size_t state_bytes, size_t cache_bytes,
-                         MaskScratch* ms);
+void mask_scratch_layout(Arena& a, uint32_t vocab, uint32_t max_token_text, size_t state_bytes,
+                         size_t cache_bytes, MaskScratch* ms);
 
 // The walk: bits[id] = 1 for every token with bytes that can continue the text from `state` (a
 // partial UTF-8 character at its end included), 0 for the others; bits of tokens without bytes

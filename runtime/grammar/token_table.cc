@@ -10,6 +10,8 @@
 
 namespace ringlm::internal {
 
+static_assert(kMaxPieceBytes <= 0xFFFF, "lcp and the mask walk's path offsets are 16-bit");
+
 namespace {
 
 // A token id that is not BOS, as `prev` for token_text: the bytes a token adds mid-text.
@@ -41,9 +43,8 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
   // Total bytes first, in both modes: the table's size depends on it.
   uint64_t total = 0;
   uint32_t max_len = 0;
-  char piece[kMaxPieceBytes];
   for (uint32_t id = 0; id < vocab; ++id) {
-    const size_t n = token_text(tok, prev, static_cast<int32_t>(id), piece, sizeof piece);
+    const size_t n = token_text(tok, prev, static_cast<int32_t>(id), nullptr, 0);  // its size
     total += n;
     if (n > max_len) max_len = static_cast<uint32_t>(n);
   }
@@ -85,7 +86,7 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
       const uint32_t m = lp < li ? lp : li;
       while (l < m && bytes[offset[p] + l] == bytes[offset[id] + l]) ++l;
     }
-    lcp[i] = static_cast<uint16_t>(l);  // <= kMaxPieceBytes
+    lcp[i] = static_cast<uint16_t>(l);  // <= kMaxPieceBytes, which fits 16 bits
   }
   // Empty tokens sort first; then tokens are grouped by their first byte.
   uint32_t i = n_empty;

@@ -151,16 +151,13 @@ struct Encoder {
       emit_byte(w[0]);
       return;
     }
+    // Llama 3: a word that is a token is that token (its GPT-2 form is at least n bytes, so a
+    // longer word than any piece may be cannot be one).
     if (ignore_merges && n <= kMaxPieceBytes) {
-      uint8_t buf[2 * kMaxPieceBytes];  // the word as GPT-2 characters (2 bytes each at most)
-      size_t m = 0;
-      for (size_t k = 0; k < n; ++k) m += gpt2_byte_to_utf8(w[k], buf + m);
-      if (m <= kMaxPieceBytes) {
-        const int32_t id = find_piece(tok, buf, m, kTypeMergeable);
-        if (id >= 0) {
-          out->push(id);
-          return;
-        }
+      const int32_t id = find_piece_gpt2(tok, w, n, kTypeMergeable);
+      if (id >= 0) {
+        out->push(id);
+        return;
       }
     }
     if (!has_merges) {

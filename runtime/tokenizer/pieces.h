@@ -55,6 +55,11 @@ inline const flatbuffers::String* piece_of(const fb::Tokenizer* tok, uint32_t id
 // pieces.
 int32_t find_piece(const fb::Tokenizer* tok, const uint8_t* s, size_t n, uint32_t type_mask);
 
+// find_piece for the GPT-2 character form of the bytes w[0, n) (each byte as its 1- or 2-byte
+// UTF-8 character, unicode.h gpt2_byte_to_utf8), compared as it is produced: no buffer, so a
+// word of any length is looked up.
+int32_t find_piece_gpt2(const fb::Tokenizer* tok, const uint8_t* w, size_t n, uint32_t type_mask);
+
 // The Byte-type token "<0xNN>" of byte b, or -1.
 int32_t find_byte_token(const fb::Tokenizer* tok, uint8_t b);
 

@@ -124,6 +124,7 @@ size_t next_word(fb::PreTokenizer pre, const uint8_t* s, size_t p, size_t end) {
       q = gpt2_word(sp, p);
       break;
     case fb::PreTokenizer::Llama3:
+    case fb::PreTokenizer::Llama3Merges:
       q = llama3_word(sp, p, 3);
       break;
     case fb::PreTokenizer::Qwen2:

@@ -8,7 +8,8 @@ namespace ringlm::internal {
 using fb::TokenType;
 using tkz::compare_piece;
 
-Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab, ErrorSink* err) {
+Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab, ErrorSink* err,
+                        uint32_t* longest_piece) {
   RLM_CHECK(tok != nullptr, RLM_ERR_MODEL_TOKENIZER, err, "model has no tokenizer");
   RLM_CHECK(vocab > 0 && vocab <= kMaxVocab, RLM_ERR_MODEL_TOKENIZER, err,
             "tokenizer vocab_size %u outside [1, %u]", vocab, kMaxVocab);
@@ -33,10 +34,14 @@ Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab, ErrorSink* err
             err, "tokenizer has %u sorted ids, vocab_size is %u",
             tok->sorted_ids() ? tok->sorted_ids()->size() : 0u, vocab);
   const auto* pieces = tok->pieces();
+  uint32_t longest = 0;
   for (uint32_t i = 0; i < vocab; ++i) {
     const flatbuffers::String* s = pieces->Get(i);
-    RLM_CHECK(s != nullptr && s->size() <= kMaxPieceBytes, RLM_ERR_MODEL_TOKENIZER, err,
-              "piece %u missing or longer than %u bytes", i, kMaxPieceBytes);
+    RLM_CHECK(s != nullptr, RLM_ERR_MODEL_TOKENIZER, err, "piece %u missing", i);
+    RLM_CHECK(s->size() <= kMaxPieceBytes, RLM_ERR_MODEL_TOKENIZER, err,
+              "piece %u is %u bytes long, more than the %u a piece may have", i, s->size(),
+              kMaxPieceBytes);
+    if (s->size() > longest) longest = s->size();
     const uint32_t t = static_cast<uint32_t>(tok->types()->Get(i));
     RLM_CHECK(t <= static_cast<uint32_t>(TokenType::MAX), RLM_ERR_MODEL_TOKENIZER, err,
               "token %u has unknown type %u", i, t);
@@ -78,6 +83,7 @@ Status verify_tokenizer(const fb::Tokenizer* tok, uint32_t vocab, ErrorSink* err
       }
     }
   }
+  if (longest_piece) *longest_piece = longest;
   return RLM_OK;
 }
 

@@ -1,0 +1,72 @@
+// Block-by-block repacking (see ggml_repack.h). A GGUF row of cols values is cols / 32 blocks
+// in order, so block b of the tensor is group b % (cols / 32) of row b / (cols / 32): with
+// cols % 32 == 0 the q8 / q4 planes (no padding) hold the groups in the same order.
+#include "convert/ggml_repack.h"
+
+#include <string.h>
+
+#include "convert/ggml_quants.h"
+#include "quant.h"
+
+namespace ringlm::internal {
+namespace conv {
+bool ggml_exact_repack_target(uint32_t type, fb::DType* out) {
+  switch (type) {
+    case kGgmlQ8_0: case kGgmlQ5_0: case kGgmlIQ4_NL: *out = fb::DType::Q8; return true;
+    case kGgmlQ4_0: *out = fb::DType::Q4; return true;
+    default: return false;
+  }
+}
+
+void ggml_repack(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols,
+                 std::vector<uint8_t>* out) {
+  fb::DType target = fb::DType::F32;
+  ggml_exact_repack_target(type, &target);
+  const WeightType wt = target == fb::DType::Q8 ? WeightType::Q8 : WeightType::Q4;
+  out->assign(static_cast<size_t>(tensor_data_bytes(wt, rows, cols)), 0);
+  uint32_t bv = 0, bb = 0;
+  ggml_block_geometry(type, &bv, &bb);
+  const uint64_t n_blocks = rows * cols / 32;
+  const uint64_t group_bytes = wt == WeightType::Q8 ? 32 : 16;
+  uint8_t* qs = out->data();
+  uint8_t* scales = out->data() + quant_scales_offset(wt, rows, cols);
+  for (uint64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = src + b * bb;
+    memcpy(scales + b * 2, blk, 2);  // every one of these types starts with its f16 d
+    uint8_t* dst = qs + b * group_bytes;
+    switch (type) {
+      case kGgmlQ8_0:
+        memcpy(dst, blk + 2, 32);
+        break;
+      case kGgmlQ4_0:
+        // Unsigned nibble u (value u - 8) -> two's-complement nibble (u - 8) & 15 == u ^ 8.
+        for (int j = 0; j < 16; ++j) dst[j] = blk[2 + j] ^ 0x88;
+        break;
+      case kGgmlQ5_0: {
+        const uint8_t* qh = blk + 2;
+        const uint32_t h = static_cast<uint32_t>(qh[0]) | static_cast<uint32_t>(qh[1]) << 8 |
+                           static_cast<uint32_t>(qh[2]) << 16 | static_cast<uint32_t>(qh[3]) << 24;
+        const uint8_t* q = blk + 6;
+        for (int j = 0; j < 32; ++j) {
+          const int lo = j < 16 ? (q[j] & 0x0f) : (q[j - 16] >> 4);
+          const int v = (lo | static_cast<int>((h >> j) & 1u) << 4) - 16;
+          dst[j] = static_cast<uint8_t>(static_cast<int8_t>(v));
+        }
+        break;
+      }
+      case kGgmlIQ4_NL: {
+        const uint8_t* q = blk + 2;
+        for (int j = 0; j < 16; ++j) {
+          dst[j] = static_cast<uint8_t>(kIq4Levels[q[j] & 0x0f]);
+          dst[j + 16] = static_cast<uint8_t>(kIq4Levels[q[j] >> 4]);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace conv
+}  // namespace ringlm::internal

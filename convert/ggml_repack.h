@@ -1,0 +1,38 @@
+// Exact repacking of GGUF blocks into ringlm's own weight encodings (schema/model.fbs): the
+// blocks of some GGML types are already a symmetric int8 / int4 grid with one f16 scale per 32
+// values along the row, which is what q8 / q4 store; those import with the same values and no
+// second rounding.
+//
+//   Q8_0   -> q8: the int8 quants and the f16 scale as they are.
+//   Q4_0   -> q4: nibble u (value u - 8) becomes the two's-complement nibble u - 8.
+//   Q5_0   -> q8: the 5-bit quant q (value q - 16) becomes the int8 q - 16.
+//   IQ4_NL -> q8: the nibble's level (an int8 in [-127, 113]) becomes the int8 quant.
+//
+// In each case ggml's value, float(int) * d (IQ4_NL: d * float(level)), is the same float32
+// product the runtime forms from the stored int8 / int4 and f16 scale, so the repacked tensor
+// holds bit-identical weights. Other types have asymmetric (d * q + m) or per-16 / per-256 scales
+// that q8 / q4 cannot hold without re-rounding.
+#ifndef RINGLM_CONVERT_GGML_REPACK_H_
+#define RINGLM_CONVERT_GGML_REPACK_H_
+
+#include <stdint.h>
+
+#include <vector>
+
+#include "model_generated.h"
+
+namespace ringlm::internal {
+namespace conv {
+
+// The ringlm encoding a tensor of ggml `type` repacks into exactly (q8 or q4); false if none.
+bool ggml_exact_repack_target(uint32_t type, fb::DType* out);
+
+// Repacks rows * cols / 32 blocks of `type` at `src` (cols a multiple of 32, `type` one that
+// ggml_exact_repack_target accepts) into the q8 / q4 tensor data of a rows x cols matrix.
+void ggml_repack(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols,
+                 std::vector<uint8_t>* out);
+
+}  // namespace conv
+}  // namespace ringlm::internal
+
+#endif  // RINGLM_CONVERT_GGML_REPACK_H_
