@@ -377,6 +377,20 @@ struct Server {
     }
     size_t lp_done = 0;  // logprob entries already sent
     std::string chunk;
+    // Events are written as they come while tokens are slower than kCoalesceSeconds apart (any
+    // model of real size: each token is its own write); faster ones (a tiny model decodes
+    // thousands a second) are gathered into one write per kCoalesceSeconds, so a socket write
+    // per token does not cost a tenth of the decode. The first text goes out at once.
+    constexpr double kCoalesceSeconds = 0.005;
+    std::string pending;
+    double last_flush = -1.0;
+    auto flush = [&]() {
+      if (pending.empty()) return true;
+      const bool ok = write(pending);
+      pending.clear();
+      last_flush = now_s();
+      return ok;
+    };
     generate(job, [&](const char* text, size_t len, const rlm_step_result&) {
       const bool lp = job->req.logprobs;
       if (len == 0 && !lp) return true;  // text held back (a possible stop string, a split character)
@@ -408,8 +422,11 @@ struct Server {
         chunk += "null";
       }
       chunk += ",\"finish_reason\":null}]}\n\n";
-      return write(chunk);
+      pending += chunk;
+      if (last_flush < 0 || now_s() - last_flush >= kCoalesceSeconds) return flush();
+      return true;
     });
+    if (!flush()) job->lease->slot->client_gone = true;
     if (job->cancelled) return;  // nothing more to send to a client that is gone
     if (job->error != RLM_OK) {
       write("data: " + error_json(step_error(*job)) + "\n\n");
