@@ -169,6 +169,41 @@ Status walk_step(const GrammarImpl& gi, MaskScratch* ms, uint32_t from, uint32_t
   return RLM_OK;
 }
 
+// Groups of at least this many tokens sharing a first byte are split by their second byte.
+constexpr uint32_t kSecondByteMinGroup = 64;
+
+// The bytes that may follow ASCII `byte` from the walk's roots (root 0: the state; root 1, when
+// the walk has one: its relaxed form): the union of the next bytes of each root's state after
+// `byte`. False when a state after it cannot be kept as an automaton state (then nothing is
+// ruled out). A root that rejects `byte` adds nothing: every token it serves starting with the
+// byte is rejected anyway.
+bool second_bytes(const GrammarImpl& gi, MaskScratch* ms, uint32_t room, uint32_t byte,
+                  uint64_t out[4], ErrorSink* err) {
+  out[0] = out[1] = out[2] = out[3] = 0;
+  if (ms->n_states == 0) return false;
+  const uint32_t roots = room ? 2 : 1;  // grammar_mask_bits: a room means root 1 is relaxed
+  uint32_t after[2];
+  uint32_t n_after = 0;
+  for (uint32_t r = 0; r < roots; ++r) {
+    uint8_t next = kNextUnknown;
+    if (walk_step(gi, ms, r, byte, &next, err) != RLM_OK) return false;
+    if (next == kNextReject) continue;
+    if (next < kNextState) return false;  // kNextNone
+    after[n_after++] = next - kNextState;
+  }
+  // walk_step may have added states; loading one for its next bytes uses the trial matcher,
+  // which the walk reloads before every use.
+  for (uint32_t j = 0; j < n_after; ++j) {
+    if (!matcher_load_key(&ms->trial, state_key(ms, after[j]), ms->state_len[after[j]])) {
+      return false;
+    }
+    uint64_t nb[4];
+    matcher_next_bytes(ms->trial, nb);
+    for (int w = 0; w < 4; ++w) out[w] |= nb[w];
+  }
+  return true;
+}
+
 // Fills ascii_class (the ASCII intervals of gi.cp_bounds) and every token's signature (see
 // GrammarImpl), gi.n_ascii_classes 0 when there are more than kSigPartial classes.
 void token_signatures(GrammarImpl& gi, uint64_t* sig, uint8_t* cps, uint8_t* ascii_class) {
@@ -353,6 +388,22 @@ Status grammar_mask_bits(const GrammarImpl& gi, const Matcher& state, MaskScratc
     if (i == end) continue;
     // No open parse takes this byte: the whole group is out, unchecked.
     if (!(first[byte >> 6] >> (byte & 63) & 1)) continue;
+    // A large group of an ASCII byte: the same one level down. The bytes the automaton's states
+    // after `byte` take (from each root) rule out whole (byte, second byte) groups: a space
+    // starts a third of a 128k vocabulary, and after one inside JSON whitespace only a few
+    // second bytes can follow.
+    uint64_t second[4];
+    if (byte < 128 && end - i >= kSecondByteMinGroup &&
+        second_bytes(gi, ms, room, byte, second, err)) {
+      for (uint32_t k = t.first_two[byte]; k < t.first_two[byte + 1]; ++k) {
+        const uint32_t b = t.two_begin[k], e = t.two_begin[k + 1];
+        const uint32_t len = t.sorted_off[b + 1] - t.sorted_off[b];
+        const uint32_t c = len >= 2 ? t.sorted_bytes[t.sorted_off[b] + 1] : 256;
+        if (c < 256 && !(second[c >> 6] >> (c & 63) & 1)) continue;
+        RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, room, b, e, bits, err));
+      }
+      continue;
+    }
     RLM_RETURN_IF_ERROR(grammar_mask_range(gi, state, ms, room, i, end, bits, err));
   }
   return RLM_OK;

@@ -33,6 +33,11 @@ struct ByBytes {
   }
 };
 
+// A token's two-byte group key: its first two bytes, or 65536 + its byte when it has one.
+uint32_t two_key(const uint8_t* b, uint32_t len) {
+  return len >= 2 ? (static_cast<uint32_t>(b[0]) << 8 | b[1]) : 65536u + b[0];
+}
+
 }  // namespace
 
 Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, TokenTable* out,
@@ -40,13 +45,23 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
   RLM_CHECK(tok != nullptr && vocab > 0, RLM_ERR_INVALID_ARGUMENT, err,
             "token table: no tokenizer");
   const int32_t prev = mid_text_prev(tok, vocab);
-  // Total bytes first, in both modes: the table's size depends on it.
+  // Total bytes and the number of two-byte groups first, in both modes: the table's size depends
+  // on them. (The groups are counted from each token's first two bytes.)
   uint64_t total = 0;
   uint32_t max_len = 0;
+  uint64_t seen[(65536 + 256) / 64] = {};  // two-byte group keys met
+  uint32_t n_two = 0;
   for (uint32_t id = 0; id < vocab; ++id) {
-    const size_t n = token_text(tok, prev, static_cast<int32_t>(id), nullptr, 0);  // its size
+    char head[2];  // token_text writes the first bytes and returns the whole size
+    const size_t n = token_text(tok, prev, static_cast<int32_t>(id), head, sizeof head);
     total += n;
     if (n > max_len) max_len = static_cast<uint32_t>(n);
+    if (n == 0) continue;
+    const uint32_t key = two_key(reinterpret_cast<const uint8_t*>(head), static_cast<uint32_t>(n));
+    if (!(seen[key >> 6] >> (key & 63) & 1)) {
+      seen[key >> 6] |= 1ull << (key & 63);
+      ++n_two;
+    }
   }
   RLM_CHECK(total <= UINT32_MAX, RLM_ERR_MODEL_TOKENIZER, err,
             "token table: the vocabulary's text is %llu bytes (over 4 GiB)",
@@ -58,10 +73,14 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
   uint32_t* sorted_off = a.alloc<uint32_t>(static_cast<size_t>(vocab) + 1);
   uint16_t* lcp = a.alloc<uint16_t>(vocab);
   uint32_t* first_begin = a.alloc<uint32_t>(257);
+  uint32_t* two_begin = a.alloc<uint32_t>(static_cast<size_t>(n_two) + 1);
+  uint32_t* first_two = a.alloc<uint32_t>(257);
   out->vocab = vocab;
   out->max_len = max_len;
+  out->n_two = n_two;
   if (a.measuring()) return RLM_OK;
-  RLM_CHECK(a.ok() && bytes && offset && sorted && sorted_bytes && sorted_off && lcp && first_begin,
+  RLM_CHECK(a.ok() && bytes && offset && sorted && sorted_bytes && sorted_off && lcp && first_begin &&
+                two_begin && first_two,
             RLM_ERR_BUFFER_TOO_SMALL, err,
             "token table: the grammar's memory is too small (%zu bytes used so far)", a.used());
 
@@ -104,6 +123,27 @@ Status token_table_layout(Arena& a, const fb::Tokenizer* tok, uint32_t vocab, To
     so += len;
   }
   sorted_off[vocab] = so;
+  // Two-byte groups in sorted order (keys of equal first bytes are contiguous there).
+  uint32_t k = 0;
+  for (uint32_t j = n_empty; j < vocab; ++j) {
+    const uint32_t len = sorted_off[j + 1] - sorted_off[j];
+    const uint32_t key = two_key(sorted_bytes + sorted_off[j], len);
+    const uint32_t prev_key =
+        j > n_empty ? two_key(sorted_bytes + sorted_off[j - 1], sorted_off[j] - sorted_off[j - 1])
+                    : UINT32_MAX;
+    if (key != prev_key) two_begin[k++] = j;
+  }
+  RLM_CHECK(k == n_two, RLM_ERR_INTERNAL, err, "token table: %u two-byte groups, counted %u", k,
+            n_two);
+  two_begin[n_two] = vocab;
+  k = 0;
+  for (uint32_t byte = 0; byte < 256; ++byte) {
+    first_two[byte] = k;
+    while (k < n_two && sorted_bytes[sorted_off[two_begin[k]]] == byte) ++k;
+  }
+  first_two[256] = n_two;
+  out->two_begin = two_begin;
+  out->first_two = first_two;
   out->sorted_bytes = sorted_bytes;
   out->sorted_off = sorted_off;
   out->bytes = bytes;

@@ -35,6 +35,13 @@ struct TokenTable {
                                      // (lcp[0] = 0)
   const uint32_t* first_begin = nullptr;  // (257) tokens starting with byte b:
                                           // sorted[first_begin[b], first_begin[b + 1])
+  // Tokens grouped by their first two bytes (a one-byte token alone in its group), so a walk
+  // can rule out a whole (first byte, second byte) group from the state after the first byte:
+  // group k is sorted[two_begin[k], two_begin[k + 1]); first byte b's groups are
+  // k in [first_two[b], first_two[b + 1]).
+  const uint32_t* two_begin = nullptr;  // (n_two + 1)
+  const uint32_t* first_two = nullptr;  // (257)
+  uint32_t n_two = 0;
   uint32_t n_empty = 0;              // tokens with no bytes (control tokens...): sorted[0, n_empty)
   uint32_t max_len = 0;              // longest token, bytes (<= kMaxPieceBytes)
 
