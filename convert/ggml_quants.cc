@@ -211,31 +211,14 @@ inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
 // Q4_K: f16 d, f16 dmin, 12 scale bytes, 128 bytes of nibbles. Values 64c .. 64c + 31 are the
 // low nibbles of bytes 32c .. 32c + 31 (sub-block 2c), values 64c + 32 .. 64c + 63 their high
 // nibbles (sub-block 2c + 1). x = (d * sc) * q - (dmin * m).
-void deq_q4_k(const uint8_t* b, float* y) {
-  const float d = half_at(b), dmin = half_at(b + 2);
-  const uint8_t* sb = b + 4;
-  const uint8_t* qs = b + 16;
-  for (int c = 0; c < 4; ++c) {
-    for (int half = 0; half < 2; ++half) {
-      int sc, m;
-      scale_min_k4(2 * c + half, sb, &sc, &m);
-      const float dl = d * static_cast<float>(sc);
-      const float ml = dmin * static_cast<float>(m);
-      for (int l = 0; l < 32; ++l) {
-        const int q = half ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0x0f;
-        y[64 * c + 32 * half + l] = dl * static_cast<float>(q) - ml;
-      }
-    }
-  }
-}
-
 // Q5_K: as Q4_K with 32 bytes qh after the scales: the fifth bit of value 64c + 32 * half + l
 // is bit 2c + half of qh[l].
-void deq_q5_k(const uint8_t* b, float* y) {
+template <bool Q5>
+void deq_q45_k(const uint8_t* b, float* y) {
   const float d = half_at(b), dmin = half_at(b + 2);
   const uint8_t* sb = b + 4;
   const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
+  const uint8_t* qs = b + (Q5 ? 48 : 16);
   for (int c = 0; c < 4; ++c) {
     for (int half = 0; half < 2; ++half) {
       int sc, m;
@@ -243,13 +226,15 @@ void deq_q5_k(const uint8_t* b, float* y) {
       const float dl = d * static_cast<float>(sc);
       const float ml = dmin * static_cast<float>(m);
       for (int l = 0; l < 32; ++l) {
-        const int lo = half ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0x0f;
-        const int q = lo + (((qh[l] >> (2 * c + half)) & 1) << 4);
+        int q = half ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0x0f;
+        if (Q5) q += ((qh[l] >> (2 * c + half)) & 1) << 4;
         y[64 * c + 32 * half + l] = dl * static_cast<float>(q) - ml;
       }
     }
   }
 }
+void deq_q4_k(const uint8_t* b, float* y) { deq_q45_k<false>(b, y); }
+void deq_q5_k(const uint8_t* b, float* y) { deq_q45_k<true>(b, y); }
 
 // Q6_K: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales, f16 d. In each
 // 128-value half h (ql + 64h, qh + 32h), for l in 0..31 the four values at 128h + l + 32k

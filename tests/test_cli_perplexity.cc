@@ -169,6 +169,15 @@ TEST_F(CliPerplexity, BadArgumentsAreNamed) {
   }
 }
 
+// `ringlm convert GGUF --quant f16 -o OUT`, asserting it worked.
+void convert_f16(const std::string& gguf, const std::string& out_path) {
+  std::string out;
+  ASSERT_EQ(run_command(ringlm_bin() + " convert " + gguf + " --quant f16 -o " + out_path + " 2>&1",
+                        &out),
+            0)
+      << out;
+}
+
 // The figure llama.cpp's perplexity tool gives for the same file and settings, recorded in
 // ../shared/gguf-types/tinystories-656k.ppl.txt.
 TEST(CliPerplexityShared, TinyStories656kMatchesLlamaCpp) {
@@ -188,11 +197,7 @@ TEST(CliPerplexityShared, TinyStories656kMatchesLlamaCpp) {
   const double llama_cpp = std::stod(m[1]);
   const std::string dir = temp_dir();
   std::string out;
-  ASSERT_EQ(run_command(ringlm_bin() + " convert " + gguf + " --quant f16 -o " + dir +
-                            "/ts.rlm 2>&1",
-                        &out),
-            0)
-      << out;
+  ASSERT_NO_FATAL_FAILURE(convert_f16(gguf, dir + "/ts.rlm"));
   ASSERT_EQ(run_command(ringlm_bin() + " perplexity -m " + dir + "/ts.rlm -f " + text +
                             " -c 128 2>&1",
                         &out),
@@ -214,11 +219,7 @@ TEST(CliPerplexityShared, KvQ8WithinOnePercentOfF32Kv) {
   if (gguf.empty()) GTEST_SKIP() << "../shared TinyStories-656K f16 GGUF absent";
   const std::string dir = temp_dir();
   std::string out;
-  ASSERT_EQ(run_command(ringlm_bin() + " convert " + gguf + " --quant f16 -o " + dir +
-                            "/ts.rlm 2>&1",
-                        &out),
-            0)
-      << out;
+  ASSERT_NO_FATAL_FAILURE(convert_f16(gguf, dir + "/ts.rlm"));
   double ppl[3];
   const char* kv[3] = {"f32", "f16", "q8"};
   for (int i = 0; i < 3; ++i) {

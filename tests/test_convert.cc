@@ -42,6 +42,7 @@ using fb::TensorRole;
 using json = nlohmann::json;
 using ringlm_test::AlignedBuffer;
 using ringlm_test::GgufWriter;
+using ringlm_test::write_temp;
 using ringlm_test::shared_path;
 
 // ---- helpers --------------------------------------------------------------------------------
@@ -678,14 +679,6 @@ struct TinyGguf {
   }
 };
 
-std::string write_temp(const std::string& name, const std::string& data) {
-  // Unique names: rewriting one file over and over is slow on ext4 (flush on truncate).
-  static const std::string dir = ringlm_test::temp_dir();
-  static int counter = 0;
-  const std::string path = dir + "/" + std::to_string(counter++) + "-" + name;
-  write_file(path, data);
-  return path;
-}
 
 TEST(ConvertGguf, Q4_0ImportsWithoutRequantization) {
   const std::string file = TinyGguf().build();

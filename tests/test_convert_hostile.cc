@@ -37,17 +37,11 @@ namespace {
 using namespace ringlm::internal;
 using fb::DType;
 using ringlm_test::GgufWriter;
+using ringlm_test::write_temp;
 
 const float kNan = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
-std::string write_temp(const std::string& name, const std::string& data) {
-  static const std::string dir = ringlm_test::temp_dir();
-  static int counter = 0;
-  const std::string path = dir + "/" + std::to_string(counter++) + "-" + name;
-  EXPECT_TRUE(ringlm_test::write_bytes(path, data)) << path;
-  return path;
-}
 
 // Keeps a hostile GGUF as a fuzz regression input when RINGLM_WRITE_FUZZ_REGRESSIONS is set.
 // fuzz_gguf picks the target type by the input's last byte (f32, f16, q8, q4, keep for 0..4 mod 5);

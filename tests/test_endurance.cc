@@ -30,20 +30,6 @@ using ringlm::internal::fb::DType;
 
 namespace {
 
-bool sanitized() {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  return true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-  return true;
-#else
-  return false;
-#endif
-#else
-  return false;
-#endif
-}
-
 // Resident set size in bytes (second field of /proc/self/statm, in pages).
 long rss_bytes() {
   FILE* f = fopen("/proc/self/statm", "r");

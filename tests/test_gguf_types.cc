@@ -48,31 +48,19 @@ using namespace ringlm::internal;
 using fb::DType;
 using ringlm_test::GgmlBlockLayout;
 using ringlm_test::GgufWriter;
+using ringlm_test::sanitized;
+using ringlm_test::write_temp;
 
 // Under qemu (the ARM suites) and the sanitizers the sweeps are lighter: the dumped rows and the
 // extremes only, the TinyStories files only, three presets' texts; the release build checks
 // everything (tests/test_speculative.cc and test_grammar_session.cc decide the same way).
 bool emulated() { return ringlm_test::ringlm_bin() != ringlm_test::ringlm_bin_path(); }
-bool sanitized() {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  return true;
-#else
-  return false;
-#endif
-}
 bool light() { return emulated() || sanitized(); }
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-std::string write_temp(const std::string& name, const std::string& data) {
-  static const std::string dir = ringlm_test::temp_dir();
-  static int counter = 0;
-  const std::string path = dir + "/" + std::to_string(counter++) + "-" + name;
-  EXPECT_TRUE(ringlm_test::write_bytes(path, data)) << path;
-  return path;
-}
 
 // Units in the last place between two floats of the same sign (for messages).
 int64_t ulp_distance(float a, float b) {

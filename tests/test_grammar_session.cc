@@ -65,13 +65,6 @@ rlm_session_config grammar_config(uint32_t max_draft = 0) {
 
 // Sanitizer builds run ~5x slower: they check fewer generations (the full count runs in the
 // release suite).
-bool sanitized() {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  return true;
-#else
-  return false;
-#endif
-}
 
 struct Output {
   std::string text;

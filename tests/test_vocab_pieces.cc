@@ -28,6 +28,7 @@ namespace {
 using namespace ringlm::internal;
 using ringlm_test::AlignedBuffer;
 using ringlm_test::GgufWriter;
+using ringlm_test::write_temp;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -294,13 +295,6 @@ std::string vocab_gguf(const conv::TokenizerData& t, const char* pre) {
   return w.finish();
 }
 
-std::string write_temp(const std::string& name, const std::string& data) {
-  static const std::string dir = ringlm_test::temp_dir();
-  static int counter = 0;
-  const std::string path = dir + "/" + std::to_string(counter++) + "-" + name;
-  EXPECT_TRUE(ringlm_test::write_bytes(path, data)) << path;
-  return path;
-}
 
 // A vocabulary-only GGUF with a 1024-byte piece: `ringlm tokenize --vocab` reads it (it used to
 // fail "piece 266 missing or longer than 256 bytes").

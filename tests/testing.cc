@@ -86,4 +86,14 @@ int run_command(const std::string& cmd, std::string* out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+std::string write_temp(const std::string& name, const std::string& data) {
+  static const std::string dir = temp_dir();
+  static int counter = 0;
+  const std::string path = dir + "/" + std::to_string(counter++) + "-" + name;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  f.close();
+  return f ? path : std::string();
+}
+
 }  // namespace ringlm_test

@@ -55,6 +55,26 @@ std::string temp_dir();
 // Runs a shell command, returns its exit status and captures stdout (stderr goes to the log).
 int run_command(const std::string& cmd, std::string* out);
 
+// Writes `data` to a new file named after `name` in a temporary directory of this process (a
+// counter keeps every name unique: rewriting one file over and over is slow on ext4). Returns
+// its path, or "" when it cannot be written.
+std::string write_temp(const std::string& name, const std::string& data);
+
+// Whether this test binary is built with ASan or TSan (about 5x slower: lighter sweeps there).
+inline bool sanitized() {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
 }  // namespace ringlm_test
 
 #endif  // RINGLM_TESTS_TESTING_H_

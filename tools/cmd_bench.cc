@@ -344,17 +344,25 @@ constexpr uint64_t kCacheSized = 32ull << 20;
 // The table a NULL rlm_session_config.kernels resolves to: the C ABI does not report it, so try
 // the documented tables fastest first (as the runtime ranks them) and take the first this CPU and
 // build run. "" if none initialises.
-std::string resolve_auto_kernels(const rlm_model* model, rlm_session_config cfg) {
+// Every kernel table this CPU and build can run for `model`, best first (ref last).
+std::vector<std::string> runnable_kernels(const rlm_model* model, rlm_session_config cfg) {
   static const char* const kOrder[] = {"avx512", "avx2", "i8mm", "dotprod", "neon", "armv7", "ref"};
+  std::vector<std::string> out;
   cfg.n_threads = 1;
   for (const char* name : kOrder) {
     cfg.kernels = name;
     size_t need = 0, align = 0;
     if (rlm_session_memory(model, &cfg, &need, &align) != RLM_OK) continue;  // not this CPU's
     CliSession session;
-    if (session.open("bench", model, cfg, nullptr)) return name;
+    if (session.open("bench", model, cfg, nullptr)) out.push_back(name);
   }
-  return "";
+  return out;
+}
+
+// The table "auto" picks: the best runnable one.
+std::string resolve_auto_kernels(const rlm_model* model, rlm_session_config cfg) {
+  const std::vector<std::string> r = runnable_kernels(model, cfg);
+  return r.empty() ? "" : r.front();
 }
 
 // What a table was measured on, printed above it and written with --json: results depend on
@@ -392,15 +400,7 @@ BenchEnvironment bench_environment(const rlm_model* model, rlm_session_config cf
   char buf[256];
   const size_t len = cpu_features_describe(cpu_features_detect(), buf, sizeof buf);
   e.features = len ? std::string(buf, std::min(len, sizeof buf - 1)) : "(none)";
-  static const char* const kOrder[] = {"avx512", "avx2", "i8mm", "dotprod", "neon", "armv7", "ref"};
-  cfg.n_threads = 1;
-  for (const char* name : kOrder) {
-    cfg.kernels = name;
-    size_t need = 0, align = 0;
-    if (rlm_session_memory(model, &cfg, &need, &align) != RLM_OK) continue;  // not this CPU's
-    CliSession session;
-    if (session.open("bench", model, cfg, nullptr)) e.runnable.push_back(name);
-  }
+  e.runnable = runnable_kernels(model, cfg);
   e.auto_kernels = e.runnable.empty() ? "?" : e.runnable.front();
   return e;
 }

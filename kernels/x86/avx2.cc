@@ -358,18 +358,23 @@ void accum_cols(const float* w, const void* v_rows, size_t row_stride_elems, uin
   for (int k = 0; k < NV; ++k) _mm256_storeu_ps(out + 8 * k, acc[k]);
 }
 
+// The sums a tail chunk continues: out[0, len) (len = 1..64) into up to 8 vectors, zeros past it.
+inline void load_acc_tail(const float* out, uint32_t len, __m256 (&acc)[8]) {
+  for (uint32_t k = 0; k < 8; ++k) {
+    const uint32_t rem = 8 * k < len ? len - 8 * k : 0;
+    acc[k] = rem >= 8 ? _mm256_loadu_ps(out + 8 * k)
+             : rem    ? _mm256_maskload_ps(out + 8 * k, tail_mask(rem))
+                      : _mm256_setzero_ps();
+  }
+}
+
 // Up to 8 vectors, the last one partial (`len` = 1..64 columns).
 template <bool F16>
 void accum_cols_tail(const float* w, const void* v_rows, size_t row_stride_elems, uint32_t n_rows,
                      size_t c, uint32_t len, float* out) {
   const int nv = static_cast<int>((len + 7) / 8);
   __m256 acc[8];
-  for (int k = 0; k < 8; ++k) {
-    const uint32_t rem = 8u * k < len ? len - 8u * k : 0;
-    acc[k] = rem >= 8 ? _mm256_loadu_ps(out + 8 * k)
-             : rem    ? _mm256_maskload_ps(out + 8 * k, tail_mask(rem))
-                      : _mm256_setzero_ps();
-  }
+  load_acc_tail(out, len, acc);
   for (uint32_t j = 0; j < n_rows; ++j) {
     const __m256 a = _mm256_broadcast_ss(w + j);
     const size_t base = static_cast<size_t>(j) * row_stride_elems + c;
@@ -479,12 +484,7 @@ void accum_q8_cols_tail(const float* w, const int8_t* v, const float* sc, uint32
                         uint32_t n_rows, size_t c, uint32_t len, float* out) {
   const int nv = static_cast<int>((len + 7) / 8);
   __m256 acc[8];
-  for (int k = 0; k < 8; ++k) {
-    const uint32_t rem = 8u * k < len ? len - 8u * k : 0;
-    acc[k] = rem >= 8 ? _mm256_loadu_ps(out + 8 * k)
-             : rem    ? _mm256_maskload_ps(out + 8 * k, tail_mask(rem))
-                      : _mm256_setzero_ps();
-  }
+  load_acc_tail(out, len, acc);
   for (uint32_t j = 0; j < n_rows; ++j) {
     const __m256 a = _mm256_set1_ps(w[j] * q8_row_scale(sc, j, stride));
     const int8_t* row = v + static_cast<size_t>(j) * stride + c;
