@@ -50,7 +50,13 @@ namespace ringlm::internal {
                          float scale, float* out);                                              \
   void attn_accum_q8_##isa(const float* w, const int8_t* v_rows, const float* v_scales,         \
                            uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim,       \
-                           float* out);
+                           float* out);                                                         \
+  void attn_dot_n_##isa(const float* q, uint32_t n_q, const void* k_rows,                       \
+                        uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,          \
+                        bool k_f16, float scale, float* out, uint32_t out_stride);              \
+  void attn_accum_n_##isa(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,  \
+                          uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,        \
+                          bool v_f16, float* out);
 
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_DECLARE_KERNELS(avx2)              // x86/avx2.cc: AVX2 + FMA + F16C

@@ -94,6 +94,16 @@ struct KernelTable {
   // out[i] += sum_j (w[j] * s_j) * v_j[i], continuing out as attn_accum does.
   void (*attn_accum_q8)(const float* w, const int8_t* v_rows, const float* v_scales,
                         uint32_t row_stride_bytes, uint32_t n_rows, uint32_t head_dim, float* out);
+  // attn_dot for the n_q queries of the heads sharing one KV head (query t at q + t * head_dim,
+  // its scores at out + t * out_stride), and attn_accum for them (weights of query t at
+  // w + t * w_stride, output at out + t * head_dim): every result equals the one-query call's
+  // bit for bit; a table may load each row once for all queries.
+  void (*attn_dot_n)(const float* q, uint32_t n_q, const void* k_rows, uint32_t row_stride_elems,
+                     uint32_t n_rows, uint32_t head_dim, bool k_f16, float scale, float* out,
+                     uint32_t out_stride);
+  void (*attn_accum_n)(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,
+                       uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim, bool v_f16,
+                       float* out);
 };
 
 // The scalar reference: the numerical oracle every ISA kernel is tested against.

@@ -170,6 +170,24 @@ void attn_accum_q8_ref(const float* w, const int8_t* v_rows, const float* v_scal
   }
 }
 
+void attn_dot_n_ref(const float* q, uint32_t n_q, const void* k_rows, uint32_t row_stride_elems,
+                    uint32_t n_rows, uint32_t head_dim, bool k_f16, float scale, float* out,
+                    uint32_t out_stride) {
+  for (uint32_t t = 0; t < n_q; ++t) {
+    attn_dot_ref(q + static_cast<size_t>(t) * head_dim, k_rows, row_stride_elems, n_rows,
+                 head_dim, k_f16, scale, out + static_cast<size_t>(t) * out_stride);
+  }
+}
+
+void attn_accum_n_ref(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,
+                      uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim, bool v_f16,
+                      float* out) {
+  for (uint32_t t = 0; t < n_q; ++t) {
+    attn_accum_ref(w + static_cast<size_t>(t) * w_stride, v_rows, row_stride_elems, n_rows,
+                   head_dim, v_f16, out + static_cast<size_t>(t) * head_dim);
+  }
+}
+
 const KernelTable kRef = {
     "ref",
     matmul_float_ref<false>,
@@ -184,6 +202,8 @@ const KernelTable kRef = {
     attn_accum_ref,
     attn_dot_q8_ref,
     attn_accum_q8_ref,
+    attn_dot_n_ref,
+    attn_accum_n_ref,
 };
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace {
                                 matmul_q8_##quant,   matmul_q4_##quant, quantize_acts_##base,    \
                                 rmsnorm_##base,      softmax_##base,    swiglu_##base,           \
                                 attn_dot_##base,     attn_accum_##base, attn_dot_q8_##base,      \
-                                attn_accum_q8_##base};
+                                attn_accum_q8_##base, attn_dot_n_##base, attn_accum_n_##base};
 
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_KERNEL_TABLE(avx512, avx2, avx512)

@@ -94,6 +94,37 @@ void kv_mix(const KernelTable* k, const KvRing& kv, const float* w, const uint8_
   }
 }
 
+// kv_scores for the n_q queries of one KV head (query t at q + t * head_dim, its scores at
+// out + t * out_stride): f32 / f16 rows go to the grouped kernel, which may load each row once
+// for all of them; results equal one call per query.
+void kv_scores_n(const KernelTable* k, const KvRing& kv, const float* q, uint32_t n_q,
+                 const uint8_t* rows, uint32_t h_kv, uint32_t n, float scale, float* out,
+                 size_t out_stride) {
+  if (kv.dtype == RLM_KV_Q8) {
+    for (uint32_t t = 0; t < n_q; ++t) {
+      kv_scores(k, kv, q + t * kv.head_dim, rows, h_kv, n, scale, out + t * out_stride);
+    }
+    return;
+  }
+  k->attn_dot_n(q, n_q, rows + kv_head_offset(kv.dtype, h_kv, kv.head_dim), kv.kv_dim, n,
+                kv.head_dim, kv.dtype == RLM_KV_F16, scale, out, static_cast<uint32_t>(out_stride));
+}
+
+// kv_mix for n_q queries of one KV head (weights of query t at w + t * w_stride, output at
+// out + t * head_dim).
+void kv_mix_n(const KernelTable* k, const KvRing& kv, const float* w, uint32_t n_q,
+              size_t w_stride, const uint8_t* rows, uint32_t h_kv, uint32_t n, float* out) {
+  if (kv.dtype == RLM_KV_Q8) {
+    for (uint32_t t = 0; t < n_q; ++t) {
+      kv_mix(k, kv, w + t * w_stride, rows, h_kv, n, out + t * kv.head_dim);
+    }
+    return;
+  }
+  k->attn_accum_n(w, n_q, static_cast<uint32_t>(w_stride),
+                  rows + kv_head_offset(kv.dtype, h_kv, kv.head_dim), kv.kv_dim, n, kv.head_dim,
+                  kv.dtype == RLM_KV_F16, out);
+}
+
 void soft_cap(float* x, uint32_t n, float cap) {
   for (uint32_t i = 0; i < n; ++i) x[i] = cap * tanhf(x[i] / cap);
 }
@@ -202,16 +233,21 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
     rope(q + h * hd, qrot + (h - h0) * hd, cs, hd, hp.rope_style);
     if (n_sinks) rope(q + h * hd, qsink + (h - h0) * hd, t->rope_sink, hd, hp.rope_style);
   }
-  for (uint32_t h = h0; h < h1; ++h) {
-    kv_scores(t->k, kv, qsink + (h - h0) * hd, kbase, h / group, n_sinks, scale,
-              att + (h - h0) * n_ctx);
+  // The heads of [h0, h1) in runs sharing a KV head: run [a, b) reads KV head a / group.
+  auto run_end = [&](uint32_t a) {
+    const uint32_t e = (a / group + 1) * group;
+    return e < h1 ? e : h1;
+  };
+  for (uint32_t a = h0; a < h1; a = run_end(a)) {
+    kv_scores_n(t->k, kv, qsink + (a - h0) * hd, run_end(a) - a, kbase, a / group, n_sinks, scale,
+                att + (a - h0) * n_ctx, n_ctx);
   }
   const uint32_t block = attn_block_rows(kv.row_bytes);
   for (uint32_t j0 = n_sinks; j0 < visible; j0 += block) {
     const uint32_t nb = visible - j0 < block ? visible - j0 : block;
-    for (uint32_t h = h0; h < h1; ++h) {
-      kv_scores(t->k, kv, qrot + (h - h0) * hd, kbase + j0 * kv.row_bytes, h / group, nb, scale,
-                att + (h - h0) * n_ctx + j0);
+    for (uint32_t a = h0; a < h1; a = run_end(a)) {
+      kv_scores_n(t->k, kv, qrot + (a - h0) * hd, run_end(a) - a, kbase + j0 * kv.row_bytes,
+                  a / group, nb, scale, att + (a - h0) * n_ctx + j0, n_ctx);
     }
   }
   for (uint32_t h = h0; h < h1; ++h) {
@@ -222,9 +258,9 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   }
   for (uint32_t j0 = 0; j0 < visible; j0 += block) {
     const uint32_t nb = visible - j0 < block ? visible - j0 : block;
-    for (uint32_t h = h0; h < h1; ++h) {
-      kv_mix(t->k, kv, att + (h - h0) * n_ctx + j0, vbase + j0 * kv.row_bytes, h / group, nb,
-             out + h * hd);
+    for (uint32_t a = h0; a < h1; a = run_end(a)) {
+      kv_mix_n(t->k, kv, att + (a - h0) * n_ctx + j0, run_end(a) - a, n_ctx,
+               vbase + j0 * kv.row_bytes, a / group, nb, out + a * hd);
     }
   }
 }

@@ -494,6 +494,47 @@ TEST_P(KernelsIsa, AttnAccum) {
   }
 }
 
+// The grouped entries (the queries of the heads sharing a KV head): bit for bit what the
+// one-query entries give each query.
+TEST_P(KernelsIsa, AttnGroupedEqualsPerQuery) {
+  std::mt19937 rng(37);
+  for (bool f16 : {false, true}) {
+    for (uint32_t hd : {8u, 13u, 32u, 64u, 80u, 128u}) {
+      for (uint32_t n_q : {1u, 2u, 3u, 4u, 5u, 7u}) {
+        for (uint32_t rows : {0u, 1u, 3u, 4u, 9u, 21u}) {
+          SCOPED_TRACE(testing::Message() << "f16 " << f16 << " hd " << hd << " n_q " << n_q
+                                          << " rows " << rows);
+          const uint32_t stride = hd * 3 + 1;
+          const std::vector<float> kf = normal(rng, size_t{rows} * stride + 1, 1.0f);
+          std::vector<uint16_t> kh(kf.size());
+          for (size_t i = 0; i < kf.size(); ++i) kh[i] = f32_to_fp16(kf[i]);
+          const void* kp = f16 ? static_cast<const void*>(kh.data()) : kf.data();
+          const std::vector<float> q = normal(rng, size_t{n_q} * hd, 1.0f);
+          const uint32_t out_stride = rows + 5;
+          std::vector<float> grouped(size_t{n_q} * out_stride, kSentinel), one = grouped;
+          k_->attn_dot_n(q.data(), n_q, kp, stride, rows, hd, f16, 0.3f, grouped.data(),
+                         out_stride);
+          for (uint32_t t = 0; t < n_q; ++t) {
+            k_->attn_dot(q.data() + t * hd, kp, stride, rows, hd, f16, 0.3f,
+                         one.data() + t * out_stride);
+          }
+          ASSERT_EQ(0, memcmp(grouped.data(), one.data(), grouped.size() * sizeof(float)));
+          // Values: the weights (w_stride apart) over the same rows, onto random start values.
+          const uint32_t w_stride = rows + 3;
+          std::vector<float> w = normal(rng, size_t{n_q} * w_stride, 1.0f);
+          const std::vector<float> start = normal(rng, size_t{n_q} * hd + 1, 1.0f);
+          std::vector<float> go = start, oo = start;
+          k_->attn_accum_n(w.data(), n_q, w_stride, kp, stride, rows, hd, f16, go.data());
+          for (uint32_t t = 0; t < n_q; ++t) {
+            k_->attn_accum(w.data() + t * w_stride, kp, stride, rows, hd, f16, oo.data() + t * hd);
+          }
+          ASSERT_EQ(0, memcmp(go.data(), oo.data(), go.size() * sizeof(float)));
+        }
+      }
+    }
+  }
+}
+
 // q8 KV rows: (stride bytes) = head_dim int8 values at the row start, the row's f32 scale at
 // scale_off, as the ring stores them (kv_ring.h); the stride is a multiple of 4 (the ring pads
 // its rows so scales stay aligned) with other heads' bytes between rows.
@@ -625,7 +666,8 @@ TEST(KernelsSelect, OverridesAndAvailability) {
     const KernelTable* t = all[i];
     EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 &&
                 t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
-                t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8)
+                t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8 && t->attn_dot_n &&
+                t->attn_accum_n)
         << t->name;
   }
 }

@@ -280,47 +280,85 @@ void swiglu_avx2(float* a, const float* b, uint32_t size) {
 
 namespace {
 
-// Attention scores over f32 / f16 rows: 4 rows at a time, one fma chain of 8 lanes per row over
-// the head's columns, the lane sums in hsum4's order (a row alone: hsum, the same order), times
-// `scale`. Attention calls it on blocks of rows it just brought into L1 (the runtime's attend),
-// so unlike the matmul tiles it prefetches nothing and its loop is short: a 64-wide f16 row is 8
-// conversions and 8 fmas.
-template <bool F16>
-void scores_rows(const float* q, const void* k_rows, size_t stride, uint32_t n_rows, uint32_t hd,
-                 float scale, float* out) {
+// Attention scores over f32 / f16 rows for NQ queries (the heads sharing a KV head): 4 rows at
+// a time, one fma chain of 8 lanes per (query, row) over the head's columns, the lane sums in
+// hsum4's order (a row alone: hsum, the same order), times `scale`; each row is loaded once for
+// all NQ queries (q operands come from L1: 4 NQ accumulators and the row fit the 16 registers
+// up to NQ = 3). Attention calls it on blocks of rows it just brought into L1 (the runtime's
+// attend), so unlike the matmul tiles it prefetches nothing and its loop is short: a 64-wide f16
+// row is 8 conversions and 8 NQ fmas. Every score is what NQ = 1 gives it, bit for bit.
+template <bool F16, int NQ>
+void scores_rows(const float* q, size_t q_stride, const void* k_rows, size_t stride,
+                 uint32_t n_rows, uint32_t hd, float scale, float* out, size_t out_stride) {
   const uint32_t full = hd & ~7u, rem = hd & 7u;
   const __m256i tmask = tail_mask(rem);
-  const __m256 qt = rem ? _mm256_maskload_ps(q + full, tmask) : _mm256_setzero_ps();
   const __m128 s4 = _mm_set1_ps(scale);
   uint32_t j = 0;
   for (; j + 4 <= n_rows; j += 4) {
     const size_t base = static_cast<size_t>(j) * stride;
-    __m256 acc[4];
-    for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+    __m256 acc[NQ][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NQ; ++t)
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) acc[t][r] = _mm256_setzero_ps();
     for (uint32_t c = 0; c < full; c += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + c);
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) {
-        acc[r] = _mm256_fmadd_ps(load_w8<F16>(k_rows, base + r * stride + c), qv, acc[r]);
+        const __m256 kv = load_w8<F16>(k_rows, base + r * stride + c);
+#pragma GCC unroll 4
+        for (int t = 0; t < NQ; ++t) {
+          acc[t][r] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + t * q_stride + c), acc[t][r]);
+        }
       }
     }
     if (rem) {
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) {
-        acc[r] = _mm256_fmadd_ps(load_w_tail<F16>(k_rows, base + r * stride + full, rem), qt,
-                                 acc[r]);
+        const __m256 kv = load_w_tail<F16>(k_rows, base + r * stride + full, rem);
+#pragma GCC unroll 4
+        for (int t = 0; t < NQ; ++t) {
+          acc[t][r] = _mm256_fmadd_ps(kv, _mm256_maskload_ps(q + t * q_stride + full, tmask),
+                                      acc[t][r]);
+        }
       }
     }
-    _mm_storeu_ps(out + j, _mm_mul_ps(hsum4(acc[0], acc[1], acc[2], acc[3]), s4));
+#pragma GCC unroll 4
+    for (int t = 0; t < NQ; ++t) {
+      _mm_storeu_ps(out + t * out_stride + j,
+                    _mm_mul_ps(hsum4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]), s4));
+    }
   }
   for (; j < n_rows; ++j) {
     const size_t base = static_cast<size_t>(j) * stride;
-    __m256 acc = _mm256_setzero_ps();
-    for (uint32_t c = 0; c < full; c += 8) {
-      acc = _mm256_fmadd_ps(load_w8<F16>(k_rows, base + c), _mm256_loadu_ps(q + c), acc);
+    for (int t = 0; t < NQ; ++t) {
+      const float* qt = q + t * q_stride;
+      __m256 acc = _mm256_setzero_ps();
+      for (uint32_t c = 0; c < full; c += 8) {
+        acc = _mm256_fmadd_ps(load_w8<F16>(k_rows, base + c), _mm256_loadu_ps(qt + c), acc);
+      }
+      if (rem) {
+        acc = _mm256_fmadd_ps(load_w_tail<F16>(k_rows, base + full, rem),
+                              _mm256_maskload_ps(qt + full, tmask), acc);
+      }
+      out[t * out_stride + j] = hsum(acc) * scale;
     }
-    if (rem) acc = _mm256_fmadd_ps(load_w_tail<F16>(k_rows, base + full, rem), qt, acc);
-    out[j] = hsum(acc) * scale;
+  }
+}
+
+template <bool F16>
+void scores_queries(const float* q, uint32_t n_q, const void* k_rows, size_t stride,
+                    uint32_t n_rows, uint32_t hd, float scale, float* out, size_t out_stride) {
+  uint32_t t = 0;
+  for (; t + 3 <= n_q; t += 3) {
+    scores_rows<F16, 3>(q + t * hd, hd, k_rows, stride, n_rows, hd, scale, out + t * out_stride,
+                        out_stride);
+  }
+  if (n_q - t == 2) {
+    scores_rows<F16, 2>(q + t * hd, hd, k_rows, stride, n_rows, hd, scale, out + t * out_stride,
+                        out_stride);
+  } else if (n_q - t == 1) {
+    scores_rows<F16, 1>(q + t * hd, hd, k_rows, stride, n_rows, hd, scale, out + t * out_stride,
+                        out_stride);
   }
 }
 
@@ -328,8 +366,20 @@ void scores_rows(const float* q, const void* k_rows, size_t stride, uint32_t n_r
 
 void attn_dot_avx2(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,
                    uint32_t head_dim, bool k_f16, float scale, float* out) {
-  if (k_f16) scores_rows<true>(q, k_rows, row_stride_elems, n_rows, head_dim, scale, out);
-  else scores_rows<false>(q, k_rows, row_stride_elems, n_rows, head_dim, scale, out);
+  if (k_f16) scores_rows<true, 1>(q, 0, k_rows, row_stride_elems, n_rows, head_dim, scale, out, 0);
+  else scores_rows<false, 1>(q, 0, k_rows, row_stride_elems, n_rows, head_dim, scale, out, 0);
+}
+
+void attn_dot_n_avx2(const float* q, uint32_t n_q, const void* k_rows, uint32_t row_stride_elems,
+                     uint32_t n_rows, uint32_t head_dim, bool k_f16, float scale, float* out,
+                     uint32_t out_stride) {
+  if (k_f16) {
+    scores_queries<true>(q, n_q, k_rows, row_stride_elems, n_rows, head_dim, scale, out,
+                         out_stride);
+  } else {
+    scores_queries<false>(q, n_q, k_rows, row_stride_elems, n_rows, head_dim, scale, out,
+                          out_stride);
+  }
 }
 
 namespace {
@@ -413,6 +463,87 @@ void attn_accum_avx2(const float* w, const void* v_rows, uint32_t row_stride_ele
                      uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
   if (v_f16) attn_accum_impl<true>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
   else attn_accum_impl<false>(w, v_rows, row_stride_elems, n_rows, head_dim, out);
+}
+
+namespace {
+
+// attn_accum for NQ queries sharing the value rows: out_t[c, c + 8 NV) += sum_j w_t[j] v_j[...]
+// for t < NQ, each value vector converted once for the NQ queries (NQ NV accumulators, NV values
+// and a weight: 3 x 2, 2 x 4 and 1 x 8 fit the 16 registers). Every output is one chain in row
+// order, as attn_accum's: the results are attn_accum's per query, bit for bit.
+template <int NQ, int NV, bool F16>
+void accum_cols_n(const float* w, size_t w_stride, const void* v_rows, size_t row_stride_elems,
+                  uint32_t n_rows, size_t c, float* out, size_t out_stride) {
+  __m256 acc[NQ][NV];
+#pragma GCC unroll 4
+  for (int t = 0; t < NQ; ++t)
+#pragma GCC unroll 8
+    for (int k = 0; k < NV; ++k) acc[t][k] = _mm256_loadu_ps(out + t * out_stride + c + 8 * k);
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const size_t base = static_cast<size_t>(j) * row_stride_elems + c;
+    __m256 v[NV];
+#pragma GCC unroll 8
+    for (int k = 0; k < NV; ++k) v[k] = load_w8<F16>(v_rows, base + 8 * k);
+#pragma GCC unroll 4
+    for (int t = 0; t < NQ; ++t) {
+      const __m256 a = _mm256_broadcast_ss(w + t * w_stride + j);
+#pragma GCC unroll 8
+      for (int k = 0; k < NV; ++k) acc[t][k] = _mm256_fmadd_ps(a, v[k], acc[t][k]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < NQ; ++t)
+#pragma GCC unroll 8
+    for (int k = 0; k < NV; ++k) _mm256_storeu_ps(out + t * out_stride + c + 8 * k, acc[t][k]);
+}
+
+// NQ queries over the columns: chunks of 8 NV, the rest (a head width not a multiple of 8 NV)
+// query by query through attn_accum_impl's chunks.
+template <int NQ, int NV, bool F16>
+void accum_queries(const float* w, size_t w_stride, const void* v_rows, size_t row_stride_elems,
+                   uint32_t n_rows, uint32_t hd, float* out) {
+  uint32_t c = 0;
+  for (; c + 8 * NV <= hd; c += 8 * NV) {
+    accum_cols_n<NQ, NV, F16>(w, w_stride, v_rows, row_stride_elems, n_rows, c, out, hd);
+  }
+  if (c < hd) {
+    for (int t = 0; t < NQ; ++t) {
+      const float* wt = w + t * w_stride;
+      float* ot = out + static_cast<size_t>(t) * hd + c;
+      const uint32_t len = hd - c;
+      uint32_t d = 0;
+      for (; d + 32 <= len; d += 32) {
+        accum_cols<4, F16>(wt, v_rows, row_stride_elems, n_rows, c + d, ot + d);
+      }
+      if (d < len) accum_cols_tail<F16>(wt, v_rows, row_stride_elems, n_rows, c + d, len - d, ot + d);
+    }
+  }
+}
+
+template <bool F16>
+void accum_n(const float* w, uint32_t n_q, size_t w_stride, const void* v_rows,
+             size_t row_stride_elems, uint32_t n_rows, uint32_t hd, float* out) {
+  uint32_t t = 0;
+  for (; t + 3 <= n_q; t += 3) {
+    accum_queries<3, 2, F16>(w + t * w_stride, w_stride, v_rows, row_stride_elems, n_rows, hd,
+                             out + static_cast<size_t>(t) * hd);
+  }
+  if (n_q - t == 2) {
+    accum_queries<2, 4, F16>(w + t * w_stride, w_stride, v_rows, row_stride_elems, n_rows, hd,
+                             out + static_cast<size_t>(t) * hd);
+  } else if (n_q - t == 1) {
+    attn_accum_impl<F16>(w + t * w_stride, v_rows, static_cast<uint32_t>(row_stride_elems), n_rows,
+                         hd, out + static_cast<size_t>(t) * hd);
+  }
+}
+
+}  // namespace
+
+void attn_accum_n_avx2(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,
+                       uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim, bool v_f16,
+                       float* out) {
+  if (v_f16) accum_n<true>(w, n_q, w_stride, v_rows, row_stride_elems, n_rows, head_dim, out);
+  else accum_n<false>(w, n_q, w_stride, v_rows, row_stride_elems, n_rows, head_dim, out);
 }
 
 
