@@ -351,7 +351,8 @@ class Session:
     ``Session(model, n_ctx=512, threads=2)`` allocates the block as a bytearray; pass
     ``memory=`` (a writable buffer of at least :meth:`memory_bytes` bytes: bytearray,
     memoryview, mmap, numpy array) to provide it yourself. Other keyword arguments are fields of
-    rlm_session_config: ``kv="f32"|"f16"|"q8"``, ``n_sink``, ``n_batch``, ``max_pending``,
+    rlm_session_config: ``kv="f16"|"f32"|"q8"`` (default f16, the runtime's), ``n_sink``,
+    ``n_batch``, ``max_pending``,
     ``max_text_bytes``, ``max_stop_strings``, ``stop_string_bytes``, ``max_logit_bias``,
     ``max_draft`` (speculative decoding), ``grammar_state_bytes`` / ``grammar_cache_bytes``
     (grammars), ``max_logit_rows``, ``max_beams``, ``kernels``, ``backend``.
@@ -375,7 +376,7 @@ class Session:
         return c
 
     @staticmethod
-    def memory_bytes(model: Model, *, n_ctx: int = 0, threads: int = 1, kv: str = "f32",
+    def memory_bytes(model: Model, *, n_ctx: int = 0, threads: int = 1, kv: str = "f16",
                      **config: Any) -> int:
         """Bytes a ``memory=`` buffer needs for this config: the size query's answer plus room
         to align the session's start (the alignment it asks for)."""
@@ -394,7 +395,7 @@ class Session:
         return size.value, max(align.value, 1)
 
     def __init__(self, model: Model, *, n_ctx: int = 0, threads: int = 1,
-                 memory: Optional[Buffer] = None, kv: str = "f32", **config: Any) -> None:
+                 memory: Optional[Buffer] = None, kv: str = "f16", **config: Any) -> None:
         self._handle: Optional[c_void_p] = None
         lib = _lib()
         self.model = model
