@@ -332,6 +332,9 @@ bool ggml_tensor_bytes(uint32_t type, uint64_t cols, uint64_t n, uint64_t* bytes
 
 bool ggml_dequantize(uint32_t type, const uint8_t* src, uint64_t n, float* dst) {
   void (*block)(const uint8_t*, float*) = nullptr;
+  // No values: nothing is read or written (the pointers may be null then, as an empty vector's
+  // data() is; memcpy must not see them).
+  if (n == 0) return ggml_type_readable(type);
   switch (type) {
     case kGgmlF32:
       memcpy(dst, src, n * 4);

@@ -168,6 +168,17 @@ void check_file(const std::string& base, bool full, std::map<std::string, TypeTa
   for (const std::string& ty : types_in_file) ++(*tally)[ty].files;
 }
 
+// No values: nothing is read or written, null pointers included (found by fuzz_ggml_quants:
+// memcpy(null, src, 0) is undefined behaviour).
+TEST(GgufTypes, ZeroValuesTouchNothing) {
+  std::vector<uint32_t> types = {GgufWriter::kF32, GgufWriter::kF16, GgufWriter::kBF16};
+  for (const GgmlBlockLayout& l : ringlm_test::ggml_block_layouts()) types.push_back(l.type);
+  for (uint32_t type : types) {
+    EXPECT_TRUE(conv::ggml_dequantize(type, nullptr, 0, nullptr)) << conv::ggml_type_name(type);
+  }
+  EXPECT_FALSE(conv::ggml_dequantize(9999, nullptr, 0, nullptr));
+}
+
 TEST(GgufTypes, EveryTensorOfEveryReferenceFileDequantizesExactly) {
   const std::string dir = ringlm_test::shared_path("gguf-types");
   if (dir.empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
