@@ -17,7 +17,9 @@
 #                                             # RINGLM_FUZZ_SECONDS (25) + replay of fuzz/regressions
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t_setup=$SECONDS
 bash scripts/setup.sh
+echo "=== setup took $((SECONDS - t_setup))s" >&2
 jobs=$(nproc)
 
 ALL_SUITES=(release demo asan tsan fuzz aarch64-a72 aarch64-a76 aarch64-max armhf)
@@ -44,7 +46,7 @@ start_all=$SECONDS
 build_preset() {
   local p=$1
   [ -n "${built[$p]:-}" ] && return 0
-  echo "=== build $p" >&2
+  echo "=== $(date +%T) build $p" >&2
   local extra=()
   # The fuzz runs' length: RINGLM_FUZZ_SECONDS in the environment overrides the cache default.
   [ "$p" = fuzz ] && [ -n "${RINGLM_FUZZ_SECONDS:-}" ] && extra=(-DRINGLM_FUZZ_SECONDS="$RINGLM_FUZZ_SECONDS")
@@ -77,12 +79,13 @@ run_suite() {
   p=$(configure_preset_of "$s")
   t0=$SECONDS
   build_preset "$p"
+  local tb=$((SECONDS - t0))  # build seconds (0 when an earlier suite built the preset)
   if [ "${built[$p]}" != ok ]; then
     summary+=("$(printf '%-12s build FAILED (preset %s)' "$s:" "$p")")
     total_fail=$((total_fail + 1)); status=1
     return
   fi
-  echo "=== preset $s" >&2
+  echo "=== $(date +%T) preset $s" >&2
   log="$logs/$s.log"
   local rc=0
   if [ "$s" = apps ]; then
@@ -105,8 +108,8 @@ run_suite() {
   local passed=$((total - failed - skipped))
   total_pass=$((total_pass + passed)) total_fail=$((total_fail + failed))
   total_skip=$((total_skip + skipped))
-  summary+=("$(printf '%-12s %d passed, %d failed, %d skipped (%ds)' "$s:" "$passed" "$failed" \
-                "$skipped" $((SECONDS - t0)))")
+  summary+=("$(printf '%-12s %d passed, %d failed, %d skipped (%ds: build %ds, tests %ds)' "$s:" \
+                "$passed" "$failed" "$skipped" $((SECONDS - t0)) "$tb" $((SECONDS - t0 - tb)))")
 }
 
 for s in "${SUITES[@]}"; do

@@ -22,7 +22,6 @@ using ringlm::internal::fb::DType;
 
 namespace {
 
-bool emulated() { return ringlm_bin() != ringlm_bin_path(); }
 
 rlm_session_config beam_config(uint32_t n_ctx, uint32_t max_beams, uint32_t max_tokens,
                                uint32_t threads = 1) {

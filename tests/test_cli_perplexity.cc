@@ -224,7 +224,7 @@ TEST(CliPerplexityShared, KvQ8WithinOnePercentOfF32Kv) {
   const char* kv[3] = {"f32", "f16", "q8"};
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(run_command(ringlm_bin() + " perplexity -m " + dir + "/ts.rlm -f " + text +
-                              " -c 256 --kv " + kv[i] + " 2>&1",
+                              " -c 256 --kv " + kv[i] + (light() ? " --chunks 4" : "") + " 2>&1",
                           &out),
               0)
         << out;

@@ -45,6 +45,8 @@
 namespace {
 
 using namespace ringlm::internal;
+using ringlm_test::emulated;
+using ringlm_test::light;
 using fb::DType;
 using ringlm_test::GgmlBlockLayout;
 using ringlm_test::GgufWriter;
@@ -54,8 +56,6 @@ using ringlm_test::write_temp;
 // Under qemu (the ARM suites) and the sanitizers the sweeps are lighter: the dumped rows and the
 // extremes only, the TinyStories files only, three presets' texts; the release build checks
 // everything (tests/test_speculative.cc and test_grammar_session.cc decide the same way).
-bool emulated() { return ringlm_test::ringlm_bin() != ringlm_test::ringlm_bin_path(); }
-bool light() { return emulated() || sanitized(); }
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

@@ -43,7 +43,6 @@ using ringlm::internal::fb::DType;
 namespace rt = ringlm::internal;
 
 // Under qemu-user (cross builds) the tests run the ringlm tool through the emulator.
-bool emulated() { return ringlm_bin() != ringlm_bin_path(); }
 
 // ---- vocabularies ------------------------------------------------------------------------------
 
@@ -428,7 +427,7 @@ TEST(GrammarMask, ByteVocabularyMatchesReference) {
   const OpenedModel* m = byte_model();
   ASSERT_NE(m, nullptr);
   WalkStats stats;
-  run_vocabulary(&m->model, {emulated() ? 4 : 16, emulated() ? 100 : 400}, all_grammars(), &stats);
+  run_vocabulary(&m->model, {light() ? 4 : 16, light() ? 100 : 400}, all_grammars(), &stats);
   // Single bytes split every non-ASCII character: partial code points pending were checked.
   EXPECT_GT(stats.pending, 0);
   EXPECT_GT(stats.completed, 0);
@@ -443,7 +442,7 @@ TEST(GrammarMask, Tok512MatchesReference) {
     GTEST_SKIP() << why;
   }
   WalkStats stats;
-  run_vocabulary(&m->model, {emulated() ? 3 : 12, emulated() ? 60 : 300}, all_grammars(), &stats);
+  run_vocabulary(&m->model, {light() ? 3 : 12, light() ? 60 : 300}, all_grammars(), &stats);
   EXPECT_GT(stats.completed, 0);
 }
 
@@ -456,7 +455,7 @@ TEST(GrammarMask, Gpt2ByteLevelMatchesReference) {
   }
   // 50257 tokens: every state met for the first time feeds every token to the reference.
   WalkStats stats;
-  run_vocabulary(&m->model, {emulated() ? 2 : 3, emulated() ? 2 : 40}, all_grammars(), &stats);
+  run_vocabulary(&m->model, {light() ? 2 : 3, light() ? 2 : 40}, all_grammars(), &stats);
   // Byte-level tokens end inside UTF-8 characters: partial code points pending were checked.
   EXPECT_GT(stats.pending, 0);
 }

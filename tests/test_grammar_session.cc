@@ -27,7 +27,6 @@ namespace {
 using namespace ringlm_test;
 using ringlm::internal::fb::DType;
 
-bool emulated() { return ringlm_bin() != ringlm_bin_path(); }
 
 OpenedModel& model_fixture() {
   static OpenedModel m;
@@ -151,7 +150,7 @@ TEST(GrammarSession, SchemasGiveValidJsonFromNoise) {
                            "strings_escapes_unicode.json", "tuple_and_nullable.json",
                            "recursive_ref.json", "pattern_format.json"};
   // The issue's bar: 500 generations per schema (fewer where every step is emulated or checked).
-  const int runs = emulated() ? 8 : sanitized() ? 60 : 500;
+  const int runs = emulated() ? 8 : sanitized() ? 20 : 500;
   for (const char* name : schemas) {
     SCOPED_TRACE(name);
     CompiledGrammar g(&m.model, schema_gbnf(name));
@@ -196,7 +195,7 @@ TEST(GrammarSession, GbnfGrammars) {
       {"root ::= piece? [a-h] [1-8] (\"+\" | \"#\")?\npiece ::= [KQRBN]", R"([KQRBN]?[a-h][1-8][+#]?)"},
       {"root ::= (\"yes\" | \"no\" | \"maybe\")", R"(yes|no|maybe)"},
   };
-  const int runs = emulated() ? 10 : sanitized() ? 60 : 500;
+  const int runs = emulated() ? 10 : sanitized() ? 30 : 500;
   for (const G& gr : grammars) {
     SCOPED_TRACE(gr.gbnf);
     CompiledGrammar g(&m.model, gr.gbnf);

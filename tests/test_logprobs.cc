@@ -26,7 +26,6 @@ using ringlm::internal::fb::DType;
 namespace {
 
 // Under qemu (the cross suites) the loops are shortened.
-bool emulated() { return ringlm_bin() != ringlm_bin_path(); }
 
 constexpr uint32_t kVocab = 259;  // the random model's vocabulary (fixtures.h)
 

@@ -39,6 +39,8 @@
 namespace {
 
 using namespace ringlm::internal;
+using ringlm_test::emulated;
+using ringlm_test::light;
 using conv::ModelData;
 using json = nlohmann::json;
 using ringlm_test::OpenedModel;
@@ -48,7 +50,6 @@ constexpr size_t kFirst = kCtx / 2;
 constexpr size_t kScored = kCtx - kFirst - 1;  // per chunk
 constexpr size_t kEmulatedChunks = 4;
 
-bool emulated() { return ringlm_test::ringlm_bin() != ringlm_test::ringlm_bin_path(); }
 
 double now_s() {
   timespec ts;
@@ -321,7 +322,7 @@ TEST_P(Perplexity, MatchesFloat64ReferenceWithinPointOnePercent) {
   const size_t n_tokens = c->tokens.size();
   EXPECT_GE(n_tokens, 4000u) << "the text is too short for the issue's figure";
   const size_t n_chunk_all = n_tokens / kCtx;
-  const size_t n_chunk = emulated() ? std::min(n_chunk_all, kEmulatedChunks) : n_chunk_all;
+  const size_t n_chunk = light() ? std::min(n_chunk_all, kEmulatedChunks) : n_chunk_all;
   ASSERT_GT(n_chunk, 0u);
   ringlm_test::TestSession ts;
   ASSERT_EQ(ts.init(&c->model.model, session_config()), RLM_OK);

@@ -19,7 +19,6 @@ using ringlm::internal::fb::DType;
 
 namespace {
 
-bool emulated() { return ringlm_bin() != ringlm_bin_path(); }
 
 rlm_session_config config(uint32_t n_ctx, rlm_kv_dtype kv = RLM_KV_F32, uint32_t threads = 1) {
   rlm_session_config c;

@@ -22,7 +22,6 @@ namespace {
 
 // Under qemu (the cross suites) the long runs are shortened: the native suites (release, asan)
 // run the full lengths, the emulated ones check the ARM kernels on shorter ones.
-bool emulated() { return ringlm_bin() != ringlm_bin_path(); }
 
 // The KV dtype of every session these tests make (speculation is exact whatever the cache
 // stores: a verification pass writes and reads the same rows decode would).
@@ -153,10 +152,10 @@ bool tinystories(DType q, OpenedModel* out) {
 }
 
 // Greedy: plain vs each drafter, 2,000 tokens through a 256-slot ring (8 wraps) with 4 sinks
-// (600 under qemu: 2 wraps).
+// (600 under qemu and the sanitizers: 2 wraps).
 void expect_greedy_identical(const OpenedModel& target, const std::vector<Drafter>& drafters,
                              const std::string& prompt) {
-  const uint32_t n = emulated() ? 600 : 2000, n_ctx = 256;
+  const uint32_t n = light() ? 600 : 2000, n_ctx = 256;
   const Trace plain = generate(target, nullptr, n_ctx, prompt, n, greedy_sampling());
   ASSERT_EQ(plain.tokens.size(), n);
   for (const Drafter& d : drafters) {
@@ -221,7 +220,7 @@ TEST(Speculative, GreedyIdenticalTinyStories) {
 TEST(Speculative, GreedyIdenticalAcrossThreads) {
   OpenedModel target, xs;
   if (!stories(DType::F32, &target) || !llama2xs(&xs)) GTEST_SKIP() << "../shared models absent";
-  const uint32_t n = emulated() ? 300 : 600;
+  const uint32_t n = light() ? 300 : 600;
   const Trace plain = generate(target, nullptr, 128, "Once upon a time", n, greedy_sampling());
   const Drafter d{RLM_SPEC_DRAFT_MODEL, &xs, 6};
   const Trace spec = generate(target, &d, 128, "Once upon a time", n, greedy_sampling(), 2);
@@ -285,13 +284,13 @@ TEST(Speculative, SeededSamplingIdentical) {
 
 // The joint distribution of the first three sampled tokens, plain vs speculative (self-draft:
 // many accepted and many rejected drafts), over 20,000 runs each (4,000 under qemu) with
-// different seeds: a
+// different seeds (4,000 under the sanitizers too): a
 // chi-square test of homogeneity. Fixed seeds make the test deterministic; the threshold is the
 // 0.1 % critical value, so a correct implementation passes and a biased acceptance (e.g. one
 // that accepted drafts without sampling) fails by orders of magnitude.
 TEST(Speculative, JointDistributionOfThreeTokensMatchesPlain) {
   const OpenedModel& m = random_model_fixture();
-  const int runs = emulated() ? 4000 : 20000;
+  const int runs = light() ? 4000 : 20000;
   std::map<std::vector<int32_t>, int> counts[2];
   for (int mode = 0; mode < 2; ++mode) {
     TestSession ts, draft;

@@ -75,6 +75,13 @@ inline bool sanitized() {
 #endif
 }
 
+// Whether the tests run under an emulator (qemu-user: ringlm_bin() carries the emulator prefix).
+inline bool emulated() { return ringlm_bin() != ringlm_bin_path(); }
+
+// Whether this run is one of the slow ones (qemu, ASan, TSan): tests keep their checks but run
+// shorter sweeps there, so the whole suite stays inside CI's time (the full sweeps run in release).
+inline bool light() { return emulated() || sanitized(); }
+
 }  // namespace ringlm_test
 
 #endif  // RINGLM_TESTS_TESTING_H_
