@@ -185,7 +185,7 @@ TEST(Cancel, ScoringAndBeamSearchStopBetweenPasses) {
       const uint32_t pos = rlm_session_position(s.s);
       rlm_beam_params p;
       rlm_beam_params_default(&p);
-      p.max_tokens = 256;
+      p.max_tokens = short_runs() ? 64 : 256;  // the search that completes runs to the end
       p.length_penalty = 0.0f;
       rlm_session_set_ignore_eos(s.s, 1);
       std::vector<int32_t> out(256);
