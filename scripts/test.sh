@@ -14,7 +14,7 @@
 # (The apps tests also run inside release, asan and the aarch64 suites, like every CTest test.)
 #   bash scripts/test.sh tsan                 # ThreadSanitizer: the threaded tests (preset tsan)
 #   bash scripts/test.sh fuzz                 # libFuzzer (clang): each target for
-#                                             # RINGLM_FUZZ_SECONDS (25) + replay of fuzz/regressions
+#                                             # RINGLM_FUZZ_SECONDS (15) + replay of fuzz/regressions
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t_setup=$SECONDS
