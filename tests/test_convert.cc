@@ -30,6 +30,7 @@
 #include "model.h"
 #include "model_writers.h"
 #include "quant.h"
+#include "tensor_values.h"
 #include "testing.h"
 
 namespace {
@@ -44,6 +45,7 @@ using ringlm_test::AlignedBuffer;
 using ringlm_test::GgufWriter;
 using ringlm_test::write_temp;
 using ringlm_test::shared_path;
+using ringlm_test::tensor_values;
 
 // ---- helpers --------------------------------------------------------------------------------
 
@@ -69,35 +71,6 @@ bool convert_mem(const std::string& source, const std::string& tokenizer, DType 
   return true;
 }
 
-// The values a model tensor holds, as floats (dequantized for f16/q8/q4).
-std::vector<float> tensor_values(const ModelImpl& m, const fb::Tensor* t) {
-  const WeightView v = model_weight(m, t);
-  std::vector<float> out(static_cast<size_t>(v.rows) * v.cols);
-  for (uint32_t r = 0; r < v.rows; ++r) {
-    float* o = out.data() + static_cast<size_t>(r) * v.cols;
-    switch (v.type) {
-      case WeightType::F32:
-        memcpy(o, static_cast<const float*>(v.data) + static_cast<size_t>(r) * v.cols, v.cols * 4);
-        break;
-      case WeightType::F16:
-        for (uint32_t c = 0; c < v.cols; ++c) {
-          uint16_t h;
-          memcpy(&h, static_cast<const uint8_t*>(v.data) + (static_cast<size_t>(r) * v.cols + c) * 2, 2);
-          o[c] = fp16_to_f32(h);
-        }
-        break;
-      case WeightType::Q8:
-        dequantize_row_q8(static_cast<const int8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride,
-                          v.scales + static_cast<size_t>(r) * (v.row_stride / 32), v.cols, o);
-        break;
-      case WeightType::Q4:
-        dequantize_row_q4(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride / 2,
-                          v.scales + static_cast<size_t>(r) * (v.row_stride / 32), v.cols, o);
-        break;
-    }
-  }
-  return out;
-}
 
 double rel_rmse(const std::vector<float>& ref, const std::vector<float>& got) {
   double e = 0, s = 0;

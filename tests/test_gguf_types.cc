@@ -40,6 +40,7 @@
 #include "model_writers.h"
 #include "quant.h"
 #include "sha256.h"
+#include "tensor_values.h"
 #include "testing.h"
 
 namespace {
@@ -47,6 +48,7 @@ namespace {
 using namespace ringlm::internal;
 using ringlm_test::emulated;
 using ringlm_test::light;
+using ringlm_test::tensor_values;
 using fb::DType;
 using ringlm_test::GgmlBlockLayout;
 using ringlm_test::GgufWriter;
@@ -460,36 +462,6 @@ TEST(GgufTypes, NonFiniteBlockScalesAreRefusedUnlessAllowed) {
 
 // ---- --quant keep --------------------------------------------------------------------------
 
-// The values a model tensor holds, as floats (dequantized with the runtime's own decoders).
-std::vector<float> stored_values(const ModelImpl& m, const fb::Tensor* t) {
-  const WeightView v = model_weight(m, t);
-  std::vector<float> out(static_cast<size_t>(v.rows) * v.cols);
-  for (uint32_t r = 0; r < v.rows; ++r) {
-    float* o = out.data() + static_cast<size_t>(r) * v.cols;
-    const size_t at = static_cast<size_t>(r) * v.cols;
-    switch (v.type) {
-      case WeightType::F32:
-        memcpy(o, static_cast<const float*>(v.data) + at, v.cols * 4);
-        break;
-      case WeightType::F16:
-        for (uint32_t c = 0; c < v.cols; ++c) {
-          uint16_t h;
-          memcpy(&h, static_cast<const uint8_t*>(v.data) + (at + c) * 2, 2);
-          o[c] = fp16_to_f32(h);
-        }
-        break;
-      case WeightType::Q8:
-        dequantize_row_q8(static_cast<const int8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride,
-                          v.scales + static_cast<size_t>(r) * (v.row_stride / 32), v.cols, o);
-        break;
-      case WeightType::Q4:
-        dequantize_row_q4(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride / 2,
-                          v.scales + static_cast<size_t>(r) * (v.row_stride / 32), v.cols, o);
-        break;
-    }
-  }
-  return out;
-}
 
 struct KeepResult {
   std::map<std::string, std::string> dtype_of;  // tensor name -> "f32" / "f16" / "q8" / "q4"
@@ -526,7 +498,7 @@ void expect_keep_lossless(const std::string& path, KeepResult* res) {
     res->dtype_of[t.name] = conv::dtype_name(ft->dtype());
     std::vector<float> want;
     ASSERT_TRUE(t.load_f32(&want, &err)) << err;
-    const std::vector<float> got = stored_values(*m, ft);
+    const std::vector<float> got = tensor_values(*m, ft);
     ASSERT_EQ(got.size(), want.size());
     size_t differ = 0;
     for (size_t i = 0; i < got.size(); ++i) differ += memcmp(&got[i], &want[i], 4) != 0;
