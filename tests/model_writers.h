@@ -107,6 +107,26 @@ class GgufWriter {
   std::vector<T> tensors_;
 };
 
+// The metadata of the tests' tiny llama GGUFs: `block_count` layers of width D (2 heads, 1 KV head,
+// ffn F, context 64) and a llama (SentencePiece) vocabulary of `pieces` whose first three are
+// <unk>, <s>, </s> and whose next five are normal tokens.
+inline void put_tiny_llama_kv(GgufWriter* w, uint64_t D, uint64_t F, uint32_t block_count,
+                              const std::vector<std::string>& pieces) {
+  w->kv_u32("llama.block_count", block_count);
+  w->kv_u32("llama.embedding_length", static_cast<uint32_t>(D));
+  w->kv_u32("llama.feed_forward_length", static_cast<uint32_t>(F));
+  w->kv_u32("llama.attention.head_count", 2);
+  w->kv_u32("llama.attention.head_count_kv", 1);
+  w->kv_u32("llama.context_length", 64);
+  w->kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w->kv_str("tokenizer.ggml.model", "llama");
+  w->kv_strs("tokenizer.ggml.tokens", pieces);
+  w->kv_f32s("tokenizer.ggml.scores", std::vector<float>(pieces.size(), 0.0f));
+  w->kv_i32s("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1});
+  w->kv_u32("tokenizer.ggml.bos_token_id", 1);
+  w->kv_u32("tokenizer.ggml.eos_token_id", 2);
+}
+
 // ---- encodings -------------------------------------------------------------------------------
 
 // float -> bfloat16 bits, round to nearest even (exact for bf16-representable values).

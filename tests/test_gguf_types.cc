@@ -255,19 +255,7 @@ struct Tiny256 {
     const uint64_t D = 256, F = 256, kv = 128, V = pieces.size();
     GgufWriter w;
     w.kv_str("general.architecture", "llama");
-    w.kv_u32("llama.block_count", 1);
-    w.kv_u32("llama.embedding_length", D);
-    w.kv_u32("llama.feed_forward_length", F);
-    w.kv_u32("llama.attention.head_count", 2);
-    w.kv_u32("llama.attention.head_count_kv", 1);
-    w.kv_u32("llama.context_length", 64);
-    w.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    w.kv_str("tokenizer.ggml.model", "llama");
-    w.kv_strs("tokenizer.ggml.tokens", pieces);
-    w.kv_f32s("tokenizer.ggml.scores", std::vector<float>(V, 0.0f));
-    w.kv_i32s("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1});
-    w.kv_u32("tokenizer.ggml.bos_token_id", 1);
-    w.kv_u32("tokenizer.ggml.eos_token_id", 2);
+    put_tiny_llama_kv(&w, D, F, 1, pieces);
     uint32_t seed = 1;
     auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols) {
       uint32_t ty = type;
