@@ -205,6 +205,19 @@ uint32_t attn_block_rows(size_t row_bytes) {
   return rows < 8 ? 8 : rows > 128 ? 128 : static_cast<uint32_t>(rows & ~size_t{3});
 }
 
+// Prefetches share r of `runs` of [p, p + bytes) (the next block's rows): each KV-head run of the
+// block walk requests its share while it computes, so the whole next block is on its way before
+// the walk reaches it. The block is contiguous, but each run reads only its head's columns of
+// every row (a strided pattern the hardware prefetcher follows poorly), so without this each
+// block's first touch waits on memory: SmolLM2-135M shape q8, f16 KV, AVX2, one thread, decode at
+// depth 2,048: 25.4 -> 37.1 tok/s, best of 5 (`ringlm bench -d 2048 --kv f16`). Hints only: results are
+// unchanged.
+inline void prefetch_share(const uint8_t* p, size_t bytes, uint32_t r, uint32_t runs) {
+  const size_t lines = (bytes + 63) / 64;
+  const size_t l0 = lines * r / runs, l1 = lines * (r + 1) / runs;
+  for (size_t l = l0; l < l1; ++l) __builtin_prefetch(p + l * 64, 0, 3);
+}
+
 // Attention of one token at `pos` (its K/V already stored) for heads [h0, h1); out(q_dim).
 // `scratch` selects the calling thread's buffers.
 void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
@@ -238,6 +251,7 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
     const uint32_t e = (a / group + 1) * group;
     return e < h1 ? e : h1;
   };
+  const uint32_t runs = (h1 - 1) / group - h0 / group + 1;  // run of head a: a / group - h0 / group
   for (uint32_t a = h0; a < h1; a = run_end(a)) {
     kv_scores_n(t->k, kv, qsink + (a - h0) * hd, run_end(a) - a, kbase, a / group, n_sinks, scale,
                 att + (a - h0) * n_ctx, n_ctx);
@@ -245,7 +259,10 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   const uint32_t block = attn_block_rows(kv.row_bytes);
   for (uint32_t j0 = n_sinks; j0 < visible; j0 += block) {
     const uint32_t nb = visible - j0 < block ? visible - j0 : block;
+    const uint32_t nb_next = visible - j0 - nb < block ? visible - j0 - nb : block;
     for (uint32_t a = h0; a < h1; a = run_end(a)) {
+      prefetch_share(kbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
+                     a / group - h0 / group, runs);
       kv_scores_n(t->k, kv, qrot + (a - h0) * hd, run_end(a) - a, kbase + j0 * kv.row_bytes,
                   a / group, nb, scale, att + (a - h0) * n_ctx + j0, n_ctx);
     }
@@ -258,7 +275,10 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   }
   for (uint32_t j0 = 0; j0 < visible; j0 += block) {
     const uint32_t nb = visible - j0 < block ? visible - j0 : block;
+    const uint32_t nb_next = visible - j0 - nb < block ? visible - j0 - nb : block;
     for (uint32_t a = h0; a < h1; a = run_end(a)) {
+      prefetch_share(vbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
+                     a / group - h0 / group, runs);
       kv_mix_n(t->k, kv, att + (a - h0) * n_ctx + j0, run_end(a) - a, n_ctx,
                vbase + j0 * kv.row_bytes, a / group, nb, out + a * hd);
     }
