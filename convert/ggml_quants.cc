@@ -195,18 +195,7 @@ void deq_q3_k(const uint8_t* b, float* y) {
   }
 }
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block, from its 12 bytes:
-// j < 4: scale = q[j] & 63, min = q[j + 4] & 63; j >= 4: the low 4 bits from byte j + 4
-// (scale: low nibble, min: high nibble) and the top 2 bits from bits 6..7 of bytes j - 4 / j.
-inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
+inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) { ggml_scale_min_k4(j, q, sc, m); }
 
 // Q4_K: f16 d, f16 dmin, 12 scale bytes, 128 bytes of nibbles. Values 64c .. 64c + 31 are the
 // low nibbles of bytes 32c .. 32c + 31 (sub-block 2c), values 64c + 32 .. 64c + 63 their high
@@ -368,6 +357,19 @@ bool ggml_dequantize(uint32_t type, const uint8_t* src, uint64_t n, float* dst) 
   ggml_block_geometry(type, &bv, &bb);
   for (uint64_t k = 0; k < n / bv; ++k) block(src + k * bb, dst + k * bv);
   return true;
+}
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block, from its 12 bytes:
+// j < 4: scale = q[j] & 63, min = q[j + 4] & 63; j >= 4: the low 4 bits from byte j + 4
+// (scale: low nibble, min: high nibble) and the top 2 bits from bits 6..7 of bytes j - 4 / j.
+void ggml_scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
 }
 
 }  // namespace conv

@@ -57,6 +57,10 @@ bool ggml_tensor_bytes(uint32_t type, uint64_t cols, uint64_t n, uint64_t* bytes
 // converter then refuses the tensor (or stores them under --allow-non-finite).
 bool ggml_dequantize(uint32_t type, const uint8_t* src, uint64_t n, float* dst);
 
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block, from its 12
+// scale bytes.
+void ggml_scale_min_k4(int j, const uint8_t* q, int* sc, int* m);
+
 }  // namespace conv
 }  // namespace ringlm::internal
 

@@ -14,12 +14,46 @@ bool ggml_exact_repack_target(uint32_t type, fb::DType* out) {
   switch (type) {
     case kGgmlQ8_0: case kGgmlQ5_0: case kGgmlIQ4_NL: *out = fb::DType::Q8; return true;
     case kGgmlQ4_0: *out = fb::DType::Q4; return true;
+    case kGgmlQ4_K: *out = fb::DType::Q4K; return true;
     default: return false;
   }
 }
 
+namespace {
+
+// Q4_K super-blocks (256 values: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes
+// of nibbles; cols a multiple of 256) -> Q4K planes. Sub-block j (32 values) of a super-block is
+// the low (j even) or high (j odd) nibbles of bytes 32 (j / 2) .. + 31; our group j holds value l
+// in byte l % 16, low nibble for l < 16.
+void repack_q4_k(const uint8_t* src, uint64_t rows, uint64_t cols, std::vector<uint8_t>* out) {
+  out->assign(static_cast<size_t>(tensor_data_bytes(WeightType::Q4K, rows, cols)), 0);
+  uint8_t* qs = out->data();
+  uint8_t* dm = out->data() + quant_scales_offset(WeightType::Q4K, rows, cols);
+  uint8_t* subs = out->data() + q4k_subs_offset(rows, cols);
+  const uint64_t n_blocks = rows * cols / 256;  // row-major: block b is super-block b of the plane
+  for (uint64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = src + b * 144;
+    memcpy(dm + b * 4, blk, 4);  // d, dmin
+    const uint8_t* sb = blk + 4;
+    const uint8_t* q = blk + 16;
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      ggml_scale_min_k4(j, sb, &sc, &m);
+      subs[b * 16 + j] = static_cast<uint8_t>(sc);
+      subs[b * 16 + 8 + j] = static_cast<uint8_t>(m);
+      uint8_t v[32];
+      for (int l = 0; l < 32; ++l) v[l] = (j & 1) ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0x0f;
+      uint8_t* g = qs + (b * 8 + j) * 16;
+      for (int l = 0; l < 16; ++l) g[l] = static_cast<uint8_t>(v[l] | (v[l + 16] << 4));
+    }
+  }
+}
+
+}  // namespace
+
 void ggml_repack(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols,
                  std::vector<uint8_t>* out) {
+  if (type == kGgmlQ4_K) return repack_q4_k(src, rows, cols, out);
   fb::DType target = fb::DType::F32;
   ggml_exact_repack_target(type, &target);
   const WeightType wt = target == fb::DType::Q8 ? WeightType::Q8 : WeightType::Q4;

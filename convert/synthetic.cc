@@ -84,7 +84,7 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
               std::vector<uint8_t>* out) {
   const WeightType wt = static_cast<WeightType>(t);
   const uint64_t n = rows * cols;
-  out->resize(static_cast<size_t>(tensor_data_bytes(wt, rows, cols)));
+  out->assign(static_cast<size_t>(tensor_data_bytes(wt, rows, cols)), 0);  // padding, short super-blocks: 0
   uint8_t* o = out->data();
   const uint16_t s16 = scale_f16(std);
   const Gen g(key);
@@ -131,6 +131,37 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
         }
       }
       break;
+    }
+    case fb::DType::Q4K: {
+      // Unsigned nibbles round(v / 16) + 8; every group's sc = m = 1 with d = 16 s and
+      // dmin = 8 d, so value = d q - dmin = d (q - 8): the Q4 grid, in Q4K's encoding.
+      int32_t v[kQuantGroup];
+      for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
+        for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
+        uint8_t* q = o + grp * (kQuantGroup / 2);
+        for (uint32_t j = 0; j < kQuantGroup / 2; ++j) {
+          int32_t lo = ((v[j] + 8) >> 4) + 8, hi = ((v[j + 16] + 8) >> 4) + 8;
+          lo = lo > 15 ? 15 : lo;
+          hi = hi > 15 ? 15 : hi;
+          q[j] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+      }
+      const uint64_t supers = rows * q4k_supers(cols);
+      const uint16_t d = f32_to_fp16(16.0f * fp16_to_f32(s16));
+      const uint16_t dmin = f32_to_fp16(8.0f * fp16_to_f32(d));
+      uint8_t* dm = o + quant_scales_offset(wt, rows, cols);
+      uint8_t* subs = o + q4k_subs_offset(rows, cols);
+      const uint32_t groups = static_cast<uint32_t>(cols / kQuantGroup);
+      for (uint64_t i = 0; i < supers; ++i) {
+        memcpy(dm + 4 * i, &d, 2);
+        memcpy(dm + 4 * i + 2, &dmin, 2);
+        const uint32_t first = static_cast<uint32_t>(i % q4k_supers(cols)) * kQ4kSuperGroups;
+        for (uint32_t k = 0; k < kQ4kSuperGroups && first + k < groups; ++k) {
+          subs[16 * i + k] = 1;
+          subs[16 * i + 8 + k] = 1;
+        }
+      }
+      return;
     }
   }
   const uint16_t sc = t == fb::DType::Q8 ? s16 : f32_to_fp16(16.0f * fp16_to_f32(s16));

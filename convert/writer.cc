@@ -79,7 +79,9 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
     tb.add_layer(p.src->layer);
     tb.add_shape(shape);
     tb.add_dtype(p.dtype);
-    tb.add_group_size(p.dtype == fb::DType::Q8 || p.dtype == fb::DType::Q4 ? kQuantGroup : 0);
+    tb.add_group_size(p.dtype == fb::DType::Q8 || p.dtype == fb::DType::Q4 || p.dtype == fb::DType::Q4K
+                          ? kQuantGroup
+                          : 0);
     tb.add_offset(p.offset);
     tb.add_size(p.size);
     tensors.push_back(tb.Finish());
@@ -133,7 +135,10 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
   auto arch = ab.Finish();
 
   fb::ModelBuilder mb(fbb);
-  mb.add_format_version(RLM_FORMAT_VERSION);
+  // The lowest version that holds the file (schema/model.fbs): 2 only when it has Q4K tensors.
+  bool q4k = false;
+  for (const Planned& p : plan) q4k |= p.dtype == fb::DType::Q4K;
+  mb.add_format_version(q4k ? 2u : 1u);
   mb.add_arch(arch);
   mb.add_tokenizer(tok);
   mb.add_tensors(tensors_v);
@@ -193,6 +198,27 @@ void encode(const std::vector<float>& x, fb::DType t, uint64_t rows, uint64_t co
       }
       break;
     }
+    case fb::DType::Q4K: {
+      const uint64_t row_qs = padded_cols(cols) / 2, supers = q4k_supers(cols);
+      uint8_t* qs = out->data();
+      uint8_t* dm = out->data() + quant_scales_offset(WeightType::Q4K, rows, cols);
+      uint8_t* subs = out->data() + q4k_subs_offset(rows, cols);
+      std::vector<uint16_t> dmv(static_cast<size_t>(2 * supers));
+      std::vector<float> back(static_cast<size_t>(cols));
+      for (uint64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * cols;
+        uint8_t* q = qs + r * row_qs;
+        uint8_t* sb = subs + r * supers * 16;
+        quantize_row_q4k(row, cols, q, dmv.data(), sb);
+        dequantize_row_q4k(q, dmv.data(), sb, cols, back.data());
+        memcpy(dm + r * supers * 4, dmv.data(), supers * 4);
+        for (uint64_t c = 0; c < cols; ++c) {
+          const double d = static_cast<double>(back[c]) - row[c];
+          e2 += d * d;
+        }
+      }
+      break;
+    }
   }
   *err2 = e2;
   *src2 = s2;
@@ -241,8 +267,26 @@ NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t row
       memcpy(&h, sc + 2 * k, 2);
       if (bad(h)) return {(k / groups) * cols + (k % groups) * kQuantGroup, fp16_to_f32(h)};
     }
+  } else if (t == fb::DType::Q4K) {
+    // d and dmin of each super-block (8 groups); index = the super-block's first element.
+    const uint64_t supers = q4k_supers(cols);
+    const uint8_t* dm = data + quant_scales_offset(WeightType::Q4K, rows, cols);
+    for (uint64_t k = 0; k < rows * supers * 2; ++k) {
+      uint16_t h;
+      memcpy(&h, dm + 2 * k, 2);
+      const uint64_t sb = k / 2;
+      if (bad(h)) {
+        return {(sb / supers) * cols + (sb % supers) * kQuantGroup * kQ4kSuperGroups,
+                fp16_to_f32(h)};
+      }
+    }
   }
   return {n, 0.0f};
+}
+
+// Values one stored f16 scale covers (a Q4K super-block's d / dmin: 8 groups).
+uint32_t scale_span(fb::DType t) {
+  return t == fb::DType::Q4K ? kQuantGroup * kQ4kSuperGroups : kQuantGroup;
 }
 
 // "index I (row R, column C)" for matrices, "index I" for vectors.
@@ -273,6 +317,7 @@ const char* dtype_name(fb::DType t) {
     case fb::DType::F16: return "f16";
     case fb::DType::Q8: return "q8";
     case fb::DType::Q4: return "q4";
+    case fb::DType::Q4K: return "q4k";
   }
   return "?";
 }
@@ -284,6 +329,7 @@ bool parse_dtype(const std::string& s, fb::DType* out) {
   else if (l == "f16") *out = fb::DType::F16;
   else if (l == "q8" || l == "q8_0") *out = fb::DType::Q8;
   else if (l == "q4" || l == "q4_0") *out = fb::DType::Q4;
+  else if (l == "q4k" || l == "q4_k") *out = fb::DType::Q4K;
   else return false;
   return true;
 }
@@ -430,7 +476,7 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
       if (bad.index < n && !allow_non_finite) {
         *err = "tensor '" + t.name + "' has a non-finite " + dtype_name(p.dtype) +
                " block scale (" + float_class(bad.value) + ") for the " +
-               std::to_string(kQuantGroup) + " values from " + where(p, bad.index) + kAllowHint;
+               std::to_string(scale_span(p.dtype)) + " values from " + where(p, bad.index) + kAllowHint;
         return false;
       }
       // Q8_0 / Q4_0 blocks are q8 / q4 groups already; Q5_0 / IQ4_NL quants become int8.
@@ -467,7 +513,7 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
                  (p.dtype == fb::DType::F16
                       ? std::string("value ") + v + " at " + where(p, out_bad.index) +
                             " is beyond f16's range (65504)"
-                      : "the f16 scale of the " + std::to_string(kQuantGroup) +
+                      : "the f16 scale of the " + std::to_string(scale_span(p.dtype)) +
                             " values from " + where(p, out_bad.index) + " overflows") +
                  "; convert with --quant f32 (or --allow-non-finite to store inf)";
           return false;

@@ -28,7 +28,9 @@ namespace ringlm::internal {
   void matmul_q8_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,           \
                        uint32_t r0, uint32_t r1);                                                \
   void matmul_q4_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,           \
-                       uint32_t r0, uint32_t r1);
+                       uint32_t r0, uint32_t r1);                                                \
+  void matmul_q4k_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,          \
+                        uint32_t r0, uint32_t r1);
 
 #define RINGLM_DECLARE_KERNELS(isa)                                                             \
   RINGLM_DECLARE_QUANT_MATMULS(isa)                                                             \
@@ -57,6 +59,10 @@ namespace ringlm::internal {
   void attn_accum_n_##isa(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,  \
                           uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,        \
                           bool v_f16, float* out);
+
+// ref.cc: the reference Q4K matmul, for the tables with no Q4K kernel of their own.
+void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1);
 
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_DECLARE_KERNELS(avx2)              // x86/avx2.cc: AVX2 + FMA + F16C

@@ -24,12 +24,19 @@ namespace ringlm::internal {
 constexpr uint32_t kQuantGroup = 32;
 
 // Matches fb::DType values; kept here so neither the kernels nor quant.h need the generated schema.
-enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3 };
+enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3, Q4K = 4 };
+
+// Q4K groups come 8 to a super-block (GGUF Q4_K's 256 values): one (d, dmin) pair of f16 per
+// super-block, a 6-bit scale and min per group (the last super-block of a row may be short): a
+// row of row_stride values has (row_stride / 32 + 7) / 8 super-blocks.
+constexpr uint32_t kQ4kSuperGroups = 8;
 
 // One weight matrix (or vector) as the kernels see it. Pointers borrow the model bytes.
 struct WeightView {
-  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4: packed nibbles
-  const uint16_t* scales = nullptr;  // Q8/Q4: f16 scale per 32-group, (rows, row_stride / 32)
+  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4/Q4K: packed nibbles
+  const uint16_t* scales = nullptr;  // Q8/Q4: f16 scale per 32-group, (rows, row_stride / 32);
+                                     // Q4K: f16 (d, dmin) per super-block, (rows, supers, 2)
+  const uint8_t* subs = nullptr;     // Q4K: per super-block sc[8] then m[8], (rows, supers, 16)
   WeightType type = WeightType::F32;
   uint32_t rows = 0;                 // output features (1 for vectors)
   uint32_t cols = 0;                 // input features
@@ -46,12 +53,16 @@ struct WeightView {
 constexpr uint32_t kMatmulExactRows = 0x80000000u;
 constexpr uint32_t kExactRowBlock = 32;  // a multiple of every decode row tile (4, 8)
 
-// Activations quantized for Q8/Q4 matmuls.
+// Activations quantized for Q8/Q4/Q4K matmuls.
 struct QuantActs {
   const int8_t* qs;     // (n, stride) int8, zero past the logical cols
   const float* scales;  // (n, stride / 32)
   uint32_t stride;      // padded cols (multiple of 32)
+  // (n, stride / 32) scales[g] * (sum of group g's qs), for Q4K's min term; only the runs that
+  // hold a Q4K matrix fill it (null otherwise).
+  const float* sums = nullptr;
 };
+
 
 struct KernelTable {
   const char* name;
@@ -64,6 +75,11 @@ struct KernelTable {
                     uint32_t r1);
   void (*matmul_q4)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1);
+  // Q4K: per group g of super-block s, value = (d_s * sc_g) * q - (dmin_s * m_g), so a row's dot
+  // product is sum_g isum_g * ((d_s * sc_g) * xscale_g) - sum_g (dmin_s * m_g) * x.sums_g, with
+  // isum_g the exact int32 dot product of the unsigned nibbles and the int8 activations.
+  void (*matmul_q4k)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1);
   // x(n, cols) -> qs(n, stride), scales(n, stride/32); symmetric, amax/127 per group.
   void (*quantize_acts)(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
                         float* scales);

@@ -61,6 +61,50 @@ void matmul_quant_ref(const WeightView& w, const QuantActs& x, uint32_t n, float
   }
 }
 
+}  // namespace
+
+// Q4K: the exact int32 dot product per group, scaled by (d * sc) * xscale, and the min term
+// accumulated apart, subtracted at the end (kernels.h). Outside the anonymous namespace: isa.h
+// names it, for tables that have no kernel of their own for Q4K.
+void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  n &= ~kMatmulExactRows;  // every row is computed on its own anyway
+  const uint8_t* W = static_cast<const uint8_t*>(w.data);
+  const size_t row_bytes = w.row_stride / 2;
+  const uint32_t groups = w.row_stride / kQuantGroup;
+  const uint32_t supers = (groups + kQ4kSuperGroups - 1) / kQ4kSuperGroups;
+  for (uint32_t t = 0; t < n; ++t) {
+    const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
+    const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
+    const float* xsum = x.sums + static_cast<size_t>(t) * (x.stride / kQuantGroup);
+    float* yt = y + static_cast<size_t>(t) * w.rows;
+    for (uint32_t r = r0; r < r1; ++r) {
+      const uint8_t* row = W + static_cast<size_t>(r) * row_bytes;
+      const uint16_t* dm = w.scales + static_cast<size_t>(r) * supers * 2;
+      const uint8_t* sub = w.subs + static_cast<size_t>(r) * supers * 16;
+      float acc = 0.0f, acc_min = 0.0f;
+      for (uint32_t g = 0; g < groups; ++g) {
+        const uint32_t s = g / kQ4kSuperGroups, k = g % kQ4kSuperGroups;
+        const float d = fp16_to_f32(dm[2 * s]), dmin = fp16_to_f32(dm[2 * s + 1]);
+        const uint8_t* grp = row + g * (kQuantGroup / 2);
+        const int8_t* xg = xq + g * kQuantGroup;
+        int32_t isum = 0;
+        for (uint32_t j = 0; j < kQuantGroup; ++j) {
+          const int32_t v = j < 16 ? (grp[j] & 0x0f) : (grp[j - 16] >> 4);
+          isum += v * xg[j];
+        }
+        const float dl = d * static_cast<float>(sub[16 * s + k]);
+        const float ml = dmin * static_cast<float>(sub[16 * s + 8 + k]);
+        acc += static_cast<float>(isum) * (dl * xs[g]);
+        acc_min += ml * xsum[g];
+      }
+      yt[r] = acc - acc_min;
+    }
+  }
+}
+
+namespace {
+
 void quantize_acts_ref(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
                        float* scales) {
   const uint32_t groups = stride / kQuantGroup;
@@ -194,6 +238,7 @@ const KernelTable kRef = {
     matmul_float_ref<true>,
     matmul_quant_ref<false>,
     matmul_quant_ref<true>,
+    matmul_q4k_ref,
     quantize_acts_ref,
     rmsnorm_ref,
     softmax_ref,

@@ -40,7 +40,7 @@ WeightView slot_weight(const ModelImpl& m, uint32_t slot) {
 }
 
 bool is_quant(const WeightView& w) {
-  return w.type == WeightType::Q8 || w.type == WeightType::Q4;
+  return w.type == WeightType::Q8 || w.type == WeightType::Q4 || w.type == WeightType::Q4K;
 }
 
 // Bytes a matmul reads of `w` (values and, for Q8/Q4, the f16 group scales).
@@ -51,6 +51,7 @@ uint64_t weight_bytes(const WeightView& w) {
     case WeightType::F16: return 2 * n;
     case WeightType::Q8: return n + n / kQuantGroup * 2;
     case WeightType::Q4: return n / 2 + n / kQuantGroup * 2;
+    case WeightType::Q4K: return n / 2 + static_cast<uint64_t>(w.rows) * q4k_supers(w.cols) * 20;
   }
   return n;
 }
@@ -71,6 +72,9 @@ void linear_rows(const KernelTable* k, const WeightView& w, const float* x, cons
       break;
     case WeightType::Q4:
       k->matmul_q4(w, qa, n, y, r0, r1);
+      break;
+    case WeightType::Q4K:
+      k->matmul_q4k(w, qa, n, y, r0, r1);
       break;
   }
 }
@@ -124,6 +128,8 @@ void matmul_layout(Arena& a, const Hparams& hp, uint32_t n_batch, uint32_t n_thr
   mm->xq = static_cast<int8_t*>(a.alloc_2d(n_batch, mm->act_stride, 1, kArenaAlignment));
   mm->xqs = static_cast<float*>(
       a.alloc_2d(n_batch, mm->act_stride / kQuantGroup, sizeof(float), kArenaAlignment));
+  mm->xsum = static_cast<float*>(
+      a.alloc_2d(n_batch, mm->act_stride / kQuantGroup, sizeof(float), kArenaAlignment));
 }
 
 void matmul_bind(const ModelImpl& m, const KernelTable* k, Matmuls* mm) {
@@ -167,7 +173,7 @@ void matmul_backend_release(Matmuls* mm) { matmul_xnnpack_release(&mm->xnn); }
 void matmul_run(Matmuls* mm, const float* x, uint32_t n, const MatSlot* slots, float* const* y,
                 uint32_t count) {
   RunJob job{mm, x, n, QuantActs{}, count, {}, {}, {}};
-  bool need = false, all_xnn = true;
+  bool need = false, need_sums = false, all_xnn = true;
   uint64_t weights = 0, bytes = 0;
   uint32_t blocks = 0;  // of the tallest matrix
   for (uint32_t i = 0; i < count; ++i) {
@@ -177,6 +183,7 @@ void matmul_run(Matmuls* mm, const float* x, uint32_t n, const MatSlot* slots, f
     job.y[i] = y[i];
     job.ops[i] = matmul_xnnpack_ops(mm->xnn, slot);
     need |= is_quant(w);
+    need_sums |= w.type == WeightType::Q4K;
     all_xnn = all_xnn && job.ops[i];
     weights += static_cast<uint64_t>(w.rows) * w.cols;
     bytes += weight_bytes(w);
@@ -189,6 +196,18 @@ void matmul_run(Matmuls* mm, const float* x, uint32_t n, const MatSlot* slots, f
     const uint32_t stride = static_cast<uint32_t>(padded_cols(cols));
     mm->k->quantize_acts(x, n, cols, stride, mm->xq, mm->xqs);
     job.qa = QuantActs{mm->xq, mm->xqs, stride};
+    if (need_sums) {
+      // Q4K's min term: each group's scale times the sum of its int8 values (n * stride adds,
+      // against rows times that in the matmul).
+      const uint32_t groups = stride / kQuantGroup;
+      for (size_t i = 0; i < static_cast<size_t>(n) * groups; ++i) {
+        const int8_t* q = mm->xq + i * kQuantGroup;
+        int32_t sum = 0;
+        for (uint32_t j = 0; j < kQuantGroup; ++j) sum += q[j];
+        mm->xsum[i] = mm->xqs[i] * static_cast<float>(sum);
+      }
+      job.qa.sums = mm->xsum;
+    }
   }
   const uint32_t nt = mm->n_threads;
   if (nt > 1 && (weights * n >= kMinParallelMacs || bytes >= kMinParallelBytes)) {

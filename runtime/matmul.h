@@ -7,7 +7,7 @@
 // The one entry point is "run these matrices on these n rows of activations": a prefill batch,
 // a multi-token verification pass (speculative decoding, #14) or rows of several sequences
 // (beams, #16) are all just n rows. The matrices of one run share their input, which is
-// quantized once when a Q8/Q4 matrix needs it.
+// quantized once when a Q8/Q4/Q4K matrix needs it.
 //
 // Results do not depend on the thread count or the scheduling: rows are split in whole blocks of
 // kRowBlock, each row is computed by the same kernel code whichever part holds it, and XNNPACK's
@@ -69,6 +69,7 @@ struct Matmuls {
   WeightView* w;            // (n_slots) every slot's matrix, views into the model bytes
   int8_t* xq;               // (n_batch, act_stride) a run's input, quantized (Q8/Q4 matrices)
   float* xqs;               // (n_batch, act_stride / 32) their scales
+  float* xsum;              // (n_batch, act_stride / 32) scale * sum of each group (Q4K runs)
   uint32_t act_stride;      // padded max(cols) of every matrix
   MatmulXnnpack xnn;        // zero unless the session's backend is "xnnpack"
   bool exact_rows;          // runs compute each row exactly as a one-row run (kMatmulExactRows):

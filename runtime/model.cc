@@ -11,7 +11,9 @@ namespace {
 
 using fb::TensorRole;
 
-bool is_quant(WeightType t) { return t == WeightType::Q8 || t == WeightType::Q4; }
+bool is_quant(WeightType t) {
+  return t == WeightType::Q8 || t == WeightType::Q4 || t == WeightType::Q4K;
+}
 
 // The manifest input of verified hyperparameters.
 ManifestShape manifest_shape(const Hparams& h) {
@@ -121,8 +123,8 @@ Status check_hparams(const fb::Architecture* a, Hparams* h, ErrorSink* err) {
 }
 
 // Checks one tensor descriptor in isolation: dtype, shape, size, alignment, bounds.
-Status check_tensor(const fb::Tensor* t, uint32_t index, uint64_t header_end, uint64_t file_size,
-                    ErrorSink* err) {
+Status check_tensor(const fb::Tensor* t, uint32_t index, uint32_t version, uint64_t header_end,
+                    uint64_t file_size, ErrorSink* err) {
   RLM_CHECK(t != nullptr, RLM_ERR_MODEL_CORRUPT, err, "tensor %u is null", index);
   const char* name = t->name() ? t->name()->c_str() : "?";
   RLM_CHECK(static_cast<uint32_t>(t->dtype()) <= static_cast<uint32_t>(fb::DType::MAX),
@@ -144,6 +146,9 @@ Status check_tensor(const fb::Tensor* t, uint32_t index, uint64_t header_end, ui
   RLM_CHECK(rows >= 1 && cols >= 1 && rows < (1ull << 32) && cols < (1ull << 32),
             RLM_ERR_MODEL_TENSOR, err, "tensor %u (%s): dimension out of range", index, name);
   const WeightType wt = static_cast<WeightType>(t->dtype());
+  RLM_CHECK(wt != WeightType::Q4K || version >= 2, RLM_ERR_MODEL_TENSOR, err,
+            "tensor %u (%s): dtype Q4K needs format version 2, the file says %u", index, name,
+            version);
   if (is_quant(wt)) {
     RLM_CHECK(t->group_size() == kQuantGroup, RLM_ERR_MODEL_TENSOR, err,
               "tensor %u (%s): group_size %u, expected %u", index, name, t->group_size(),
@@ -223,8 +228,9 @@ Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink
   RLM_CHECK(fb::VerifySizePrefixedModelBuffer(verifier), RLM_ERR_MODEL_CORRUPT, err,
             "model metadata failed FlatBuffer verification");
   const fb::Model* root = fb::GetSizePrefixedModel(p);
-  RLM_CHECK(root->format_version() == kFormatVersion, RLM_ERR_MODEL_VERSION, err,
-            "format version %u, this library reads %u", root->format_version(), kFormatVersion);
+  const uint32_t version = root->format_version();
+  RLM_CHECK(version >= 1 && version <= kFormatVersion, RLM_ERR_MODEL_VERSION, err,
+            "format version %u, this library reads 1 to %u", version, kFormatVersion);
 
   out->bytes = p;
   out->size = size;
@@ -240,7 +246,7 @@ Status open_and_verify(const void* bytes, size_t size, ModelImpl* out, ErrorSink
   uint64_t total = 0;
   uint32_t index = 0;
   for (const fb::Tensor* t : *root->tensors()) {
-    RLM_RETURN_IF_ERROR(check_tensor(t, index, header_end, size, err));
+    RLM_RETURN_IF_ERROR(check_tensor(t, index, version, header_end, size, err));
     RLM_CHECK(t->offset() >= prev_end, RLM_ERR_MODEL_OVERLAP, err,
               "tensor %u (%s): data overlaps the previous tensor", index,
               t->name() ? t->name()->c_str() : "?");
@@ -345,6 +351,7 @@ WeightView model_weight(const ModelImpl& m, const fb::Tensor* t) {
     v.row_stride = static_cast<uint32_t>(padded_cols(v.cols));
     v.scales = reinterpret_cast<const uint16_t*>(
         m.bytes + t->offset() + quant_scales_offset(v.type, v.rows, v.cols));
+    if (v.type == WeightType::Q4K) v.subs = m.bytes + t->offset() + q4k_subs_offset(v.rows, v.cols);
   } else {
     v.row_stride = v.cols;
   }

@@ -16,8 +16,14 @@ constexpr uint64_t kTensorAlignment = 64;
 inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + (a - 1)) & ~(a - 1); }
 inline uint64_t padded_cols(uint64_t cols) { return align_up(cols, kQuantGroup); }
 
-// Byte offset of the f16 scales plane inside a Q8/Q4 tensor's data.
+// Byte offset of the f16 scales plane inside a Q8/Q4 tensor's data (Q4K: its (d, dmin) plane).
 uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols);
+
+// Q4K: super-blocks per row, and the byte offset of the sc/m plane inside the tensor's data.
+inline uint64_t q4k_supers(uint64_t cols) {
+  return (padded_cols(cols) / kQuantGroup + kQ4kSuperGroups - 1) / kQ4kSuperGroups;
+}
+uint64_t q4k_subs_offset(uint64_t rows, uint64_t cols);
 
 // Exact bytes a tensor of this type and shape occupies, or 0 if it would overflow 2^62.
 // Callers check rows, cols < 2^32 first.
@@ -30,9 +36,20 @@ uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols);
 void quantize_row_q8(const float* x, size_t cols, int8_t* qs, uint16_t* scales);
 void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales);
 
+// Q4K (schema/model.fbs): one row into padded_cols(cols) / 2 bytes of unsigned nibbles,
+// q4k_supers(cols) (d, dmin) pairs and q4k_supers(cols) * 16 sc/m bytes. Per group a scale and
+// a min (min <= 0) are fitted by a weighted least-squares search over rounding grids (weights
+// favour the larger values, which matter most to a dot product), then each super-block's are
+// quantized to 6 bits of an f16 step (the nearest levels or a neighbour, whichever stores the
+// group closest), and the values re-rounded with the scales as stored.
+// Non-finite values quantize as 0.
+void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, uint8_t* subs);
+
 // Dequantize `cols` values of one row (the padding is not written).
 void dequantize_row_q8(const int8_t* qs, const uint16_t* scales, size_t cols, float* out);
 void dequantize_row_q4(const uint8_t* qs, const uint16_t* scales, size_t cols, float* out);
+void dequantize_row_q4k(const uint8_t* qs, const uint16_t* dm, const uint8_t* subs, size_t cols,
+                        float* out);
 
 }  // namespace ringlm::internal
 

@@ -54,6 +54,12 @@ void embed(const Transformer* t, int32_t token, float* out) {
       dequantize_row_q4(static_cast<const uint8_t*>(e.data) + r * (e.row_stride / 2),
                         e.scales + r * (e.row_stride / kQuantGroup), e.cols, out);
       break;
+    case WeightType::Q4K: {
+      const size_t supers = q4k_supers(e.cols);
+      dequantize_row_q4k(static_cast<const uint8_t*>(e.data) + r * (e.row_stride / 2),
+                         e.scales + r * supers * 2, e.subs + r * supers * 16, e.cols, out);
+      break;
+    }
   }
 }
 

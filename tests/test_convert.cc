@@ -177,13 +177,14 @@ TEST_P(ConvertSource, ConvertsAndOpens) {
   EXPECT_TRUE(tk->add_space_prefix());
   ASSERT_TRUE(c.m->root->provenance());
   EXPECT_EQ(c.m->root->provenance()->converter()->str(), "ringlm-convert 0.1");
-  EXPECT_EQ(c.m->root->format_version(), RLM_FORMAT_VERSION);
+  // The lowest version that holds the file: 2 only for Q4K tensors (schema/model.fbs).
+  EXPECT_EQ(c.m->root->format_version(), q == DType::Q4K ? 2u : 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllSources, ConvertSource,
     ::testing::Combine(::testing::Range(0, static_cast<int>(sizeof kSources / sizeof kSources[0])),
-                       ::testing::Values(DType::F32, DType::F16, DType::Q8, DType::Q4)),
+                       ::testing::Values(DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q4K)),
     [](const ::testing::TestParamInfo<std::tuple<int, DType>>& i) {
       return std::string(kSources[std::get<0>(i.param)].id) + "_" +
              conv::dtype_name(std::get<1>(i.param));
@@ -198,8 +199,8 @@ TEST(ConvertQuality, RelativeErrorWithinBounds) {
     Converted ref;
     ASSERT_TRUE(convert_mem(path, tok, DType::F32, &ref, &err)) << err;
     ASSERT_EQ(ref.status, RLM_OK) << err;
-    for (DType q : {DType::F16, DType::Q8, DType::Q4}) {
-      const double bound = q == DType::F16 ? 0.001 : q == DType::Q8 ? 0.01 : 0.15;
+    for (DType q : {DType::F16, DType::Q8, DType::Q4, DType::Q4K}) {
+      const double bound = q == DType::F16 ? 0.001 : q == DType::Q8 ? 0.01 : q == DType::Q4 ? 0.15 : 0.1;
       Converted c;
       ASSERT_TRUE(convert_mem(path, tok, q, &c, &err)) << err;
       ASSERT_EQ(c.status, RLM_OK) << err;

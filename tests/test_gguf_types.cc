@@ -310,7 +310,7 @@ TEST(GgufTypes, RandomBlocksOfEveryReadableTypeConvertAndVerify) {
     Tiny256 g;
     g.type = type;
     const std::string path = write_temp(conv::ggml_type_name(type) + ".gguf", g.build());
-    for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4}) {
+    for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q4K}) {
       std::string err;
       EXPECT_TRUE(convert(path, q, &err)) << conv::ggml_type_name(type) << " -> "
                                           << conv::dtype_name(q) << ": " << err;
@@ -509,8 +509,9 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
       {GgufWriter::kF32, "f32"},  // random floats: not f16 values
       {GgufWriter::kF16, "f16"},
       {2, "q4"},   {8, "q8"},   {6, "q8"},   {20, "q8"},  // Q4_0, Q8_0, Q5_0, IQ4_NL: repacked
-      {3, "f32"},  {7, "f32"},  {10, "f32"}, {11, "f32"}, {12, "f32"}, {13, "f32"},
-      {14, "f32"}, {23, "f32"},  // Q4_1, Q5_1, K-quants, IQ4_XS: d * q + m or per-16 scales
+      {12, "q4k"},                                       // Q4_K: repacked into its own encoding
+      {3, "f32"},  {7, "f32"},  {10, "f32"}, {11, "f32"}, {13, "f32"},
+      {14, "f32"}, {23, "f32"},  // Q4_1, Q5_1, other K-quants, IQ4_XS: d * q + m or per-16 scales
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(conv::ggml_type_name(c.type));
@@ -543,6 +544,54 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
   }
 }
 
+// q4k's own quantizer (quantize_row_q4k, for --quant q4k from float sources) against
+// llama.cpp's Q4_K quantizer on the same weights: rand256.Q4_K.gguf is llama-quantize's Q4_K of
+// rand256.f32.gguf (no importance matrix). The relative RMS error of all 2-D weights must not be
+// worse than llama.cpp's (both figures computed here, from the files).
+TEST(GgufTypes, Q4kQuantizerIsAsGoodAsLlamaCpps) {
+  const std::string dir = ringlm_test::shared_path("gguf-types");
+  if (dir.empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
+  std::vector<conv::GgufTensor> src, ref;
+  std::string err;
+  ASSERT_TRUE(conv::read_gguf_tensors(dir + "/rand256.f32.gguf", &src, &err)) << err;
+  ASSERT_TRUE(conv::read_gguf_tensors(dir + "/rand256.Q4_K.gguf", &ref, &err)) << err;
+  std::map<std::string, const conv::GgufTensor*> ref_of;
+  for (const conv::GgufTensor& t : ref) ref_of[t.name] = &t;
+  double x2 = 0, ours2 = 0, theirs2 = 0;
+  size_t n_matrices = 0;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i].ne.size() != 2) continue;
+    ASSERT_TRUE(ref_of.count(src[i].name)) << src[i].name;
+    const conv::GgufTensor& rt = *ref_of[src[i].name];
+    ASSERT_EQ(rt.type, 12u) << rt.name;  // Q4_K
+    ++n_matrices;
+    std::vector<float> x, theirs;
+    ASSERT_TRUE(src[i].load_f32(&x, &err)) << err;
+    ASSERT_TRUE(rt.load_f32(&theirs, &err)) << err;
+    const size_t cols = src[i].ne[0], rows = src[i].ne[1];
+    std::vector<uint8_t> qs(padded_cols(cols) / 2);
+    std::vector<uint16_t> dm(2 * q4k_supers(cols));
+    std::vector<uint8_t> subs(16 * q4k_supers(cols));
+    std::vector<float> back(cols);
+    for (size_t r = 0; r < rows; ++r) {
+      const float* row = x.data() + r * cols;
+      quantize_row_q4k(row, cols, qs.data(), dm.data(), subs.data());
+      dequantize_row_q4k(qs.data(), dm.data(), subs.data(), cols, back.data());
+      for (size_t c = 0; c < cols; ++c) {
+        x2 += static_cast<double>(row[c]) * row[c];
+        ours2 += (static_cast<double>(back[c]) - row[c]) * (back[c] - row[c]);
+        theirs2 += (static_cast<double>(theirs[r * cols + c]) - row[c]) * (theirs[r * cols + c] - row[c]);
+      }
+    }
+  }
+  EXPECT_EQ(n_matrices, 16u);
+  const double ours = sqrt(ours2 / x2), theirs = sqrt(theirs2 / x2);
+  printf("[q4k] relative RMS error of rand256's 2-D weights: ringlm q4k %.5f, llama.cpp Q4_K %.5f\n",
+         ours, theirs);
+  EXPECT_GT(ours, 0.0);
+  EXPECT_LE(ours, theirs);
+}
+
 // Every file of ../shared/gguf-types (IQ3 extras aside) converts with keep into a model holding
 // its exact values; the K-quant presets' fallback types land where the rules say.
 TEST(GgufKeep, EveryReferenceFileConvertsLosslessly) {
@@ -561,6 +610,10 @@ TEST(GgufKeep, EveryReferenceFileConvertsLosslessly) {
     KeepResult r;
     expect_keep_lossless(dir + "/" + f + ".gguf", &r);
     if (f == "rand256.Q4_0") EXPECT_EQ(r.dtype_of["blk.0.attn_q.weight"], "q4");
+    if (f == "rand256.Q4_K") {
+      EXPECT_EQ(r.dtype_of["blk.0.attn_q.weight"], "q4k");
+      EXPECT_TRUE(contains(r.log, "Q4_K    -> q4k  repacked without re-quantization")) << r.log;
+    }
     if (f == "rand256.F16") EXPECT_EQ(r.dtype_of["blk.0.attn_q.weight"], "f16");
     if (f == "tinystories-656k.Q4_K_M") {  // Q5_0 x 12, Q8_0 x 3: all q8
       EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "q8");

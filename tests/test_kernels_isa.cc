@@ -5,6 +5,7 @@
 // Tolerances (what differs from ref is only float summation order and fused multiply-adds):
 //   quantize_acts                bit-exact (qs and scales)
 //   matmul_q8 / matmul_q4        |y - ref| <= 1e-5 * sum_g |w_scale_g x_scale_g| sum_j |w_j x_j|
+//   / matmul_q4k                 (q4k: + sum_g |min_g x_sum_g|, its min term)
 //                                (int32 partial dot products are exact; only the scaled sum is
 //                                reordered). And bit-exact with unit scales while every partial
 //                                sum stays below 2^24 (all float sums exact): the integer dot
@@ -91,9 +92,14 @@ struct QuantCase {
   std::vector<uint16_t> scales;
   std::vector<int8_t> xq;
   std::vector<float> xs;
+  std::vector<uint8_t> subs;  // Q4K: (rows, supers, 16) sc[8], m[8]; scales: (rows, supers, 2)
+  std::vector<float> sums;    // Q4K: (n, groups) xs * sum of the group's xq
+  uint32_t n_tok;
+
+  uint32_t supers() const { return (stride / 32 + 7) / 8; }
 
   QuantCase(std::mt19937& rng, WeightType t, uint32_t r, uint32_t c, uint32_t n)
-      : rows(r), cols(c), stride(static_cast<uint32_t>(padded_cols(c))), type(t) {
+      : rows(r), cols(c), stride(static_cast<uint32_t>(padded_cols(c))), type(t), n_tok(n) {
     const size_t bytes = t == WeightType::Q8 ? size_t{rows} * stride : size_t{rows} * stride / 2;
     data.resize(bytes);
     std::uniform_int_distribution<int> byte(0, 255);
@@ -109,13 +115,34 @@ struct QuantCase {
         }
       }
     }
-    scales.resize(size_t{rows} * stride / 32);
     std::normal_distribution<float> sd(0.0f, 0.01f);
+    if (t == WeightType::Q4K) {
+      // Random d / dmin (any sign) and 6-bit levels; 0 for the groups a short super-block lacks.
+      scales.resize(size_t{rows} * supers() * 2);
+      subs.resize(size_t{rows} * supers() * 16);
+      std::uniform_int_distribution<int> level(0, 63);
+      for (size_t i = 0; i < subs.size(); ++i) {
+        const uint32_t g = static_cast<uint32_t>((i / 16) % supers()) * 8 + i % 8;
+        subs[i] = g < stride / 32 ? static_cast<uint8_t>(level(rng)) : 0;
+      }
+    } else {
+      scales.resize(size_t{rows} * stride / 32);
+    }
     for (uint16_t& s : scales) s = f32_to_fp16(sd(rng));
     const std::vector<float> x = normal(rng, size_t{n} * cols, 1.0f);
     xq.resize(size_t{n} * stride);
     xs.resize(size_t{n} * stride / 32);
     kernels_ref()->quantize_acts(x.data(), n, cols, stride, xq.data(), xs.data());
+    make_sums();
+  }
+
+  void make_sums() {  // what the matmul layer computes for a Q4K run
+    sums.resize(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      int32_t sum = 0;
+      for (uint32_t j = 0; j < 32; ++j) sum += xq[i * 32 + j];
+      sums[i] = xs[i] * static_cast<float>(sum);
+    }
   }
 
   WeightView view() const {
@@ -126,32 +153,54 @@ struct QuantCase {
     v.rows = rows;
     v.cols = cols;
     v.row_stride = stride;
+    if (type == WeightType::Q4K) v.subs = subs.data();
     return v;
   }
-  QuantActs acts() const { return QuantActs{xq.data(), xs.data(), stride}; }
+  QuantActs acts(uint32_t tok0 = 0) const {
+    return QuantActs{xq.data() + size_t{tok0} * stride, xs.data() + size_t{tok0} * stride / 32,
+                     stride, sums.data() + size_t{tok0} * stride / 32};
+  }
 
   int w(uint32_t r, uint32_t c) const {
     if (type == WeightType::Q8) return static_cast<int8_t>(data[size_t{r} * stride + c]);
+    if (type == WeightType::Q4K) {
+      const uint8_t b = data[size_t{r} * stride / 2 + (c / 32) * 16 + (c % 32) % 16];
+      return (c % 32) < 16 ? (b & 15) : (b >> 4);
+    }
     return q4_get(data.data() + size_t{r} * stride / 2 + (c / 32) * 16, c % 32);
   }
-  // sum_g |w_scale * x_scale| * sum_j |w_j x_j|
+  // Group g's weight scale (Q4K: d * sc) and min (Q4K: dmin * m; 0 otherwise).
+  float w_scale(uint32_t r, uint32_t g) const {
+    if (type != WeightType::Q4K) return fp16_to_f32(scales[size_t{r} * stride / 32 + g]);
+    const size_t sb = size_t{r} * supers() + g / 8;
+    return fp16_to_f32(scales[2 * sb]) * subs[16 * sb + g % 8];
+  }
+  float w_min(uint32_t r, uint32_t g) const {
+    if (type != WeightType::Q4K) return 0.0f;
+    const size_t sb = size_t{r} * supers() + g / 8;
+    return fp16_to_f32(scales[2 * sb + 1]) * subs[16 * sb + 8 + g % 8];
+  }
+  // sum_g |w_scale * x_scale| * sum_j |w_j x_j| (+ |min_g * x_sum_g|)
   double magnitude(uint32_t r, uint32_t t) const {
     double m = 0;
     for (uint32_t g = 0; g < stride / 32; ++g) {
       int64_t asum = 0;
       for (uint32_t j = 0; j < 32; ++j)
         asum += abs(w(r, g * 32 + j) * xq[size_t{t} * stride + g * 32 + j]);
-      m += fabs(static_cast<double>(asum) * fp16_to_f32(scales[size_t{r} * stride / 32 + g]) *
-                xs[size_t{t} * stride / 32 + g]);
+      m += fabs(static_cast<double>(asum) * w_scale(r, g) * xs[size_t{t} * stride / 32 + g]);
+      m += fabs(static_cast<double>(w_min(r, g)) * sums[size_t{t} * stride / 32 + g]);
     }
     return m;
   }
-  // Unit scales and full-range activations (-127..127): results are exact integers.
+  // Unit scales and full-range activations (-127..127): results are exact integers. Q4K: d =
+  // dmin = 1 with levels 0..3, so a group adds at most 3 * 15 * 127 * 32 + 3 * 127 * 32.
   void unit_scales(std::mt19937& rng) {
     for (uint16_t& s : scales) s = 0x3c00;  // 1.0
     for (float& s : xs) s = 1.0f;
     std::uniform_int_distribution<int> q(-127, 127);
     for (size_t i = 0; i < xq.size(); ++i) xq[i] = (i % stride) < cols ? static_cast<int8_t>(q(rng)) : 0;
+    for (uint8_t& l : subs) l &= 3;
+    make_sums();
   }
 };
 
@@ -200,8 +249,13 @@ void check_rows_untouched(const std::vector<float>& y, uint32_t rows, uint32_t n
       if (r < r0 || r >= r1) ASSERT_EQ(y[size_t{t} * rows + r], kSentinel) << what << " row " << r;
 }
 
+using QuantFn = void (*)(const WeightView&, const QuantActs&, uint32_t, float*, uint32_t, uint32_t);
+QuantFn quant_fn(const KernelTable* k, WeightType t) {
+  return t == WeightType::Q8 ? k->matmul_q8 : t == WeightType::Q4 ? k->matmul_q4 : k->matmul_q4k;
+}
+
 void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 8 : 4);
+  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : 44);
   int checked = 0;
   for (const Shape& s : matmul_shapes()) {
     const QuantCase qc(rng, type, s.rows, s.cols, s.n);
@@ -209,13 +263,8 @@ void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType 
     const QuantActs qa = qc.acts();
     for (auto [r0, r1] : ranges(s.rows)) {
       std::vector<float> y(size_t{s.n} * s.rows, kSentinel), yr(y);
-      if (type == WeightType::Q8) {
-        k->matmul_q8(v, qa, s.n, y.data(), r0, r1);
-        ref->matmul_q8(v, qa, s.n, yr.data(), r0, r1);
-      } else {
-        k->matmul_q4(v, qa, s.n, y.data(), r0, r1);
-        ref->matmul_q4(v, qa, s.n, yr.data(), r0, r1);
-      }
+      quant_fn(k, type)(v, qa, s.n, y.data(), r0, r1);
+      quant_fn(ref, type)(v, qa, s.n, yr.data(), r0, r1);
       check_rows_untouched(y, s.rows, s.n, r0, r1, "quant");
       for (uint32_t t = 0; t < s.n; ++t) {
         for (uint32_t r = r0; r < r1; ++r) {
@@ -231,19 +280,19 @@ void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType 
   EXPECT_GT(checked, 1000);
 }
 
-// With unit scales every partial sum is an integer below 2^24 (q8: cols <= 1024, q4: any), so
-// every summation order gives the same float: ISA == ref bit for bit.
+// With unit scales every partial sum is an integer below 2^24 (q8, q4k: cols <= 1024, q4: any),
+// so every summation order gives the same float: ISA == ref bit for bit.
 void test_quant_exact(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 81 : 41);
+  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : 441);
   for (const Shape& s : matmul_shapes()) {
-    if (type == WeightType::Q8 && s.cols > 1024) continue;
+    if (type != WeightType::Q4 && s.cols > 1024) continue;
     QuantCase qc(rng, type, s.rows, s.cols, s.n);
     qc.unit_scales(rng);
     const WeightView v = qc.view();
     const QuantActs qa = qc.acts();
     std::vector<float> y(size_t{s.n} * s.rows, kSentinel), yr(y);
-    (type == WeightType::Q8 ? k->matmul_q8 : k->matmul_q4)(v, qa, s.n, y.data(), 0, s.rows);
-    (type == WeightType::Q8 ? ref->matmul_q8 : ref->matmul_q4)(v, qa, s.n, yr.data(), 0, s.rows);
+    quant_fn(k, type)(v, qa, s.n, y.data(), 0, s.rows);
+    quant_fn(ref, type)(v, qa, s.n, yr.data(), 0, s.rows);
     for (size_t i = 0; i < y.size(); ++i)
       ASSERT_EQ(y[i], yr[i]) << "rows " << s.rows << " cols " << s.cols << " n " << s.n << " i "
                              << i;
@@ -302,7 +351,8 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
       WeightView v;
       std::vector<float> wf, x = normal(rng, size_t{n} * cols, 1.0f);
       std::vector<uint16_t> wh;
-      const bool quant = type == WeightType::Q8 || type == WeightType::Q4;
+      const bool quant =
+          type == WeightType::Q8 || type == WeightType::Q4 || type == WeightType::Q4K;
       QuantCase qc(rng, quant ? type : WeightType::Q8, rows, cols, n);
       if (quant) {
         v = qc.view();
@@ -318,9 +368,7 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
       }
       auto run = [&](uint32_t tok0, uint32_t count, float* y, uint32_t r0, uint32_t r1) {
         if (quant) {
-          const QuantActs qa{qc.xq.data() + size_t{tok0} * qc.stride,
-                             qc.xs.data() + size_t{tok0} * qc.stride / 32, qc.stride};
-          (type == WeightType::Q8 ? k->matmul_q8 : k->matmul_q4)(v, qa, count, y, r0, r1);
+          quant_fn(k, type)(v, qc.acts(tok0), count, y, r0, r1);
         } else {
           (type == WeightType::F16 ? k->matmul_f16 : k->matmul_f32)(
               v, x.data() + size_t{tok0} * cols, count, y, r0, r1);
@@ -346,7 +394,8 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
 }  // namespace
 
 TEST_P(KernelsIsa, MatmulExactRowsEqualOneRowCalls) {
-  for (WeightType t : {WeightType::Q8, WeightType::Q4, WeightType::F32, WeightType::F16}) {
+  for (WeightType t :
+       {WeightType::Q8, WeightType::Q4, WeightType::Q4K, WeightType::F32, WeightType::F16}) {
     SCOPED_TRACE(static_cast<int>(t));
     test_exact_rows(k_, t);
   }
@@ -356,6 +405,8 @@ TEST_P(KernelsIsa, MatmulQ8) { test_quant_matmul(k_, ref_, WeightType::Q8); }
 TEST_P(KernelsIsa, MatmulQ4) { test_quant_matmul(k_, ref_, WeightType::Q4); }
 TEST_P(KernelsIsa, MatmulQ8ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q8); }
 TEST_P(KernelsIsa, MatmulQ4ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4); }
+TEST_P(KernelsIsa, MatmulQ4K) { test_quant_matmul(k_, ref_, WeightType::Q4K); }
+TEST_P(KernelsIsa, MatmulQ4KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4K); }
 TEST_P(KernelsIsa, MatmulF32) { test_float_matmul(k_, ref_, false); }
 TEST_P(KernelsIsa, MatmulF16) { test_float_matmul(k_, ref_, true); }
 
@@ -664,7 +715,7 @@ TEST(KernelsSelect, OverridesAndAvailability) {
   // Every table fills every entry.
   for (size_t i = 0; i < nc; ++i) {
     const KernelTable* t = all[i];
-    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 &&
+    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 && t->matmul_q4k &&
                 t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
                 t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8 && t->attn_dot_n &&
                 t->attn_accum_n)

@@ -35,8 +35,9 @@ extern "C" {
 #define RLM_API __attribute__((visibility("default")))
 #endif
 
-/* Model file format version this library reads. */
-#define RLM_FORMAT_VERSION 1u
+/* Newest model file format version this library reads (it reads 1 to this). 2 adds the Q4K
+ * weight encoding; writers write the lowest version that holds the file. */
+#define RLM_FORMAT_VERSION 2u
 
 typedef enum rlm_status {
   RLM_OK = 0,
