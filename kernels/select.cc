@@ -9,8 +9,8 @@
 namespace ringlm::internal {
 namespace {
 
-// Table `name`: the quantized matmuls of ISA `quant` (Q4K's of ISA `q4k`), everything else of
-// ISA `base` (isa.h).
+// Table `name`: the quantized matmuls of ISA `quant` (Q4K's of ISA `q4k`: a derived ISA may use
+// its base's), everything else of ISA `base` (isa.h).
 #define RINGLM_KERNEL_TABLE(name, base, quant, q4k)                                               \
   const KernelTable k_##name = {#name,               matmul_f32_##base, matmul_f16_##base,       \
                                 matmul_q8_##quant,   matmul_q4_##quant, matmul_q4k_##q4k,        \
@@ -20,14 +20,14 @@ namespace {
                                 attn_accum_q8_##base, attn_dot_n_##base, attn_accum_n_##base};
 
 #if defined(RINGLM_KERNELS_X86)
-RINGLM_KERNEL_TABLE(avx512, avx2, avx512, ref)
-RINGLM_KERNEL_TABLE(avx2, avx2, avx2, ref)
+RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512)
+RINGLM_KERNEL_TABLE(avx2, avx2, avx2, avx2)
 #elif defined(RINGLM_KERNELS_A64)
-RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, ref)
-RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, ref)
-RINGLM_KERNEL_TABLE(neon, neon, neon, ref)
+RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, i8mm)
+RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, dotprod)
+RINGLM_KERNEL_TABLE(neon, neon, neon, neon)
 #elif defined(RINGLM_KERNELS_ARMV7)
-RINGLM_KERNEL_TABLE(armv7, armv7, armv7, ref)
+RINGLM_KERNEL_TABLE(armv7, armv7, armv7, armv7)
 #endif
 #undef RINGLM_KERNEL_TABLE
 

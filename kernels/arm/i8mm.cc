@@ -125,6 +125,12 @@ void matmul_q4_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* 
   quant_matmul<4, 4, 2, MmlaMat<true>>(w, x, n, y, r0, r1);
 }
 
+// Q4K: the reference kernel until this ISA has its own (#18).
+void matmul_q4k_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  matmul_q4k_ref(w, x, n, y, r0, r1);
+}
+
 }  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_A64

@@ -174,6 +174,12 @@ RINGLM_FLOAT_MATMUL(matmul_f16_avx2, 4, 4, 2, FloatMat<true>)
 RINGLM_QUANT_MATMUL(matmul_q8_avx2, 4, 2, 4, QuantTile<false>)
 RINGLM_QUANT_MATMUL(matmul_q4_avx2, 4, 2, 4, QuantTile<true>)
 
+// Q4K: the reference kernel until this ISA has its own (#18).
+void matmul_q4k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  matmul_q4k_ref(w, x, n, y, r0, r1);
+}
+
 void quantize_acts_avx2(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
                         float* scales) {
   const uint32_t groups = stride / kQuantGroup;

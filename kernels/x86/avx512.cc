@@ -569,6 +569,12 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
 
 RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad)
 
+// Q4K: the reference kernel until this ISA has its own (#18).
+void matmul_q4k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  matmul_q4k_ref(w, x, n, y, r0, r1);
+}
+
 }  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_X86
