@@ -136,7 +136,35 @@ bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, st
                      ConvertStats* stats) {
   ModelData model;
   if (!load_source(opts, &model, err)) return false;
+  if (!opts.preset.empty()) {
+    fb::DType base;
+    if (!apply_quant_preset(opts.preset, &model, &base)) {
+      *err = "unknown quantization preset '" + opts.preset + "' (" + quant_preset_names() + ")";
+      return false;
+    }
+    ConvertOptions o = opts;
+    o.quant = base;
+    return write_model_file(model, o, out_path, err, stats);
+  }
   return write_model_file(model, opts, out_path, err, stats);
+}
+
+const char* quant_preset_names() { return "q4k_m"; }
+
+bool apply_quant_preset(const std::string& name, ModelData* md, fb::DType* base) {
+  if (name != "q4k_m") return false;
+  *base = fb::DType::Q4K;
+  if (!md) return true;
+  const bool tied = md->arch.tied_embeddings;
+  for (TensorData& t : md->tensors) {
+    if (t.shape.size() != 2) continue;
+    using R = fb::TensorRole;
+    const bool more = t.role == R::Wv || t.role == R::FfnDown || t.role == R::Output ||
+                      (tied && t.role == R::TokenEmbedding);
+    t.has_target = true;
+    t.target = more ? fb::DType::Q8 : fb::DType::Q4K;
+  }
+  return true;
 }
 
 bool write_model_file(const ModelData& model, const ConvertOptions& opts,

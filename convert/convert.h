@@ -21,6 +21,8 @@ struct ConvertOptions {
   // `--quant keep`: instead of `quant`, every 2-D tensor in the smallest encoding that holds its
   // source values exactly (see write_model in writer.h).
   bool keep = false;
+  // A mixed-precision preset (apply_quant_preset: "q4k_m") applied after loading; "" = none.
+  std::string preset;
   bool progress = false;             // progress bar on stderr for large inputs
   std::ostream* log = nullptr;       // per-tensor quantization error lines
   // Store NaN / infinite weights (and values the target encoding overflows to inf) instead of
@@ -81,10 +83,20 @@ bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, st
 bool write_model_file(const ModelData& model, const ConvertOptions& opts,
                       const std::string& out_path, std::string* err, ConvertStats* stats);
 
-// Name used in messages and logs: "f32", "f16", "q8", "q4".
+// Name used in messages and logs: "f32", "f16", "q8", "q4", "q4k".
 const char* dtype_name(fb::DType t);
-// Parses "f32" / "f16" / "q8" / "q4" (also "q8_0", "q4_0"); false if unknown.
+// Parses "f32" / "f16" / "q8" / "q4" / "q4k" (also "q8_0", "q4_0", "q4_k"); false if unknown.
 bool parse_dtype(const std::string& s, fb::DType* out);
+
+// Mixed-precision presets: most matrices in a base encoding, the ones quantization hurts most in
+// more bits (as llama.cpp's *_K_M presets do with Q6_K; ringlm's next step up is q8):
+//   q4k_m   q4k; attention V, FFN down and the output projection (the token embedding when it
+//           is tied to the output) in q8
+// True when `name` is a preset: sets the base encoding and each 2-D tensor's target in `md`
+// (md may be null: only the name is checked).
+bool apply_quant_preset(const std::string& name, ModelData* md, fb::DType* base);
+// "q4k_m": the preset names, for usage messages.
+const char* quant_preset_names();
 
 // One line summing up ConvertStats::actions: "12 Q5_0 -> q8 (exact repack), 5 F32 -> f32 (exact)".
 std::string actions_summary(const ConvertStats& st);

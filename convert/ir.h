@@ -51,6 +51,10 @@ struct TensorData {
   // How the source stores the tensor ("F32", "F16", "BF16", "Q4_K", ...), for the converter's
   // per-tensor report; "F32" when a reader does not say.
   std::string source_type = "F32";
+  // A mixed preset's encoding for this 2-D tensor (apply_quant_preset), used instead of the
+  // conversion's --quant type.
+  bool has_target = false;
+  fb::DType target = fb::DType::F32;
 };
 
 struct GenerationData {

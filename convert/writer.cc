@@ -371,7 +371,7 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
     if (t.shape.size() != 2) {
       p.dtype = fb::DType::F32;  // norms, biases: always f32
     } else if (!keep) {
-      p.dtype = quant;
+      p.dtype = t.has_target ? t.target : quant;
     } else if (t.has_raw && t.load_raw && p.cols % kQuantGroup == 0) {
       p.dtype = t.raw_type;  // the source's own blocks, repacked without rounding
     } else if (t.source_type == "F16") {

@@ -25,13 +25,14 @@ inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, ui
     elems += n;
   }
   if (elems > (8u << 20)) return;
-  // f32, f16, q8, q4, or --quant keep (selector % 5 == 4: each tensor's smallest exact encoding).
-  const ringlm::internal::fb::DType quants[5] = {
+  // f32, f16, q8, q4, q4k, or --quant keep (selector % 6 == 5: each tensor's smallest exact
+  // encoding).
+  const ringlm::internal::fb::DType quants[6] = {
       ringlm::internal::fb::DType::F32, ringlm::internal::fb::DType::F16,
-      ringlm::internal::fb::DType::Q8, ringlm::internal::fb::DType::Q4,
-      ringlm::internal::fb::DType::F32};
-  const ringlm::internal::fb::DType q = quants[selector % 5];
-  const bool keep = selector % 5 == 4;
+      ringlm::internal::fb::DType::Q8,  ringlm::internal::fb::DType::Q4,
+      ringlm::internal::fb::DType::Q4K, ringlm::internal::fb::DType::F32};
+  const ringlm::internal::fb::DType q = quants[selector % 6];
+  const bool keep = selector % 6 == 5;
   std::vector<uint8_t> bytes;
   std::string err;
   if (!ringlm::internal::conv::build_model_bytes(md, q, &bytes, &err, nullptr, false, false,

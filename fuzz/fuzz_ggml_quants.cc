@@ -94,24 +94,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
-  // Repacks: same values through the runtime's q8 / q4 decoders.
+  // Repacks: same values through the runtime's q8 / q4 / q4k decoders.
   ringlm::internal::fb::DType target;
   if (l && conv::ggml_exact_repack_target(type, &target) && cols % 32 == 0 &&
       rows * cols / bv <= n_blocks) {
     std::vector<uint8_t> packed;
     conv::ggml_repack(type, body, rows, cols, &packed);
     using ringlm::internal::WeightType;
-    const WeightType wt = target == ringlm::internal::fb::DType::Q8 ? WeightType::Q8 : WeightType::Q4;
+    const WeightType wt = target == ringlm::internal::fb::DType::Q8   ? WeightType::Q8
+                          : target == ringlm::internal::fb::DType::Q4 ? WeightType::Q4
+                                                                      : WeightType::Q4K;
     const uint16_t* scales = reinterpret_cast<const uint16_t*>(
         packed.data() + ringlm::internal::quant_scales_offset(wt, rows, cols));
+    const uint64_t supers = ringlm::internal::q4k_supers(cols);
     std::vector<float> row(cols);
     for (uint64_t r = 0; r < rows; ++r) {
       if (wt == WeightType::Q8)
         ringlm::internal::dequantize_row_q8(reinterpret_cast<const int8_t*>(packed.data()) + r * cols,
                                             scales + r * (cols / 32), cols, row.data());
-      else
+      else if (wt == WeightType::Q4)
         ringlm::internal::dequantize_row_q4(packed.data() + r * cols / 2, scales + r * (cols / 32),
                                             cols, row.data());
+      else
+        ringlm::internal::dequantize_row_q4k(
+            packed.data() + r * cols / 2, scales + r * supers * 2,
+            packed.data() + ringlm::internal::q4k_subs_offset(rows, cols) + r * supers * 16, cols,
+            row.data());
       for (uint64_t c = 0; c < cols; ++c)
         FUZZ_CHECK(same_value(row[c], v[r * cols + c]), "%s repack differs at row %llu col %llu",
                    l->name, static_cast<unsigned long long>(r), static_cast<unsigned long long>(c));

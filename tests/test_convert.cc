@@ -227,6 +227,45 @@ TEST(ConvertQuality, RelativeErrorWithinBounds) {
   if (!tested) GTEST_SKIP() << "../shared models absent";
 }
 
+// --quant q4k_m: q4k, with V, FFN down and the output projection (the tied embedding) in q8;
+// the model runs and its perplexity-relevant error sits between q4k's and q8's.
+TEST(ConvertPreset, Q4kMKeepsTheSensitiveMatricesInQ8) {
+  int tested = 0;
+  for (const Source& s : kSources) {
+    std::string path, tok, err;
+    if (!source_paths(s, &path, &tok)) continue;
+    conv::ConvertOptions opts;
+    opts.source = path;
+    opts.tokenizer = tok;
+    ModelData md;
+    ASSERT_TRUE(conv::load_source(opts, &md, &err)) << err;
+    DType base = DType::F32;
+    EXPECT_FALSE(conv::apply_quant_preset("q4_k_x", &md, &base));
+    ASSERT_TRUE(conv::apply_quant_preset("q4k_m", &md, &base));
+    EXPECT_EQ(base, DType::Q4K);
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(conv::build_model_bytes(md, base, &bytes, &err)) << err;
+    AlignedBuffer buf;
+    buf.assign(bytes.data(), bytes.size());
+    std::unique_ptr<ModelImpl> m(new ModelImpl());
+    ASSERT_EQ(model_open(buf.data(), buf.size(), m.get()), RLM_OK) << m->error;
+    EXPECT_EQ(m->root->format_version(), 2u);
+    int q8 = 0, q4k = 0;
+    for (const fb::Tensor* t : *m->root->tensors()) {
+      if (t->shape()->size() != 2) continue;
+      const TensorRole r = t->role();
+      const bool more = r == TensorRole::Wv || r == TensorRole::FfnDown || r == TensorRole::Output ||
+                        (s.tied && r == TensorRole::TokenEmbedding);
+      EXPECT_EQ(t->dtype(), more ? DType::Q8 : DType::Q4K) << s.id << " " << t->name()->str();
+      (more ? q8 : q4k) += 1;
+    }
+    EXPECT_EQ(q8, 2 * static_cast<int>(s.n_layers) + 1) << s.id;
+    EXPECT_GT(q4k, 0);
+    ++tested;
+  }
+  if (!tested) GTEST_SKIP() << "../shared models absent";
+}
+
 // stories260K's FFN width 172 is not a multiple of 32: rows are zero padded to 192.
 TEST(ConvertQuality, PaddedColumnsAreZero) {
   const std::string bin = shared_path("models/stories260K/stories260K.bin");

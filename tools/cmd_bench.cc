@@ -45,7 +45,7 @@ using namespace ringlm::internal;
 
 const char kUsage[] =
     "usage: ringlm bench -m MODEL [options]\n"
-    "       ringlm bench --synthetic CONFIG.json|DIR|smollm2-135m [--quant q8|q4|f16|f32] "
+    "       ringlm bench --synthetic CONFIG.json|DIR|smollm2-135m [--quant q8|q4|q4k|q4k_m|f16|f32] "
     "[options]\n"
     "\n"
     "Measures prefill (ppN: one rlm_session_eval over N random token ids) and decode (tgN: N\n"
@@ -61,8 +61,9 @@ const char kUsage[] =
     "                          smollm2-135m. The config's family is reproduced (llama, mistral,\n"
     "                          qwen2, qwen3, gemma2, gemma3, phi3: biases, qk-norm, Gemma norms,\n"
     "                          sliding-window layers, rope scaling) as the converter reads it.\n"
-    "      --quant TYPE        synthetic weights as q8 (default), q4, f16 or f32, generated\n"
-    "                          directly in that encoding\n"
+    "      --quant TYPE        synthetic weights as q8 (default), q4, q4k, f16 or f32, generated\n"
+    "                          directly in that encoding; or the mixed preset q4k_m (q4k, with\n"
+    "                          attention V, FFN down and the output in q8)\n"
     "      --as-llama          synthetic: the Llama-family equivalent of the same dimensions (no\n"
     "                          biases / qk-norm / Gemma extras / sliding windows / rope scaling;\n"
     "                          each dropped feature is named on stderr); also builds configs the\n"
@@ -269,23 +270,26 @@ bool build_synthetic(const conv::ModelData& md, fb::DType quant, ModelBytes* out
   return ok;
 }
 
-// Parameter count and the storage type of the 2-D weights, from the verified header.
+// Parameter count and the storage type of the 2-D weights, from the verified header: "q8", or
+// "mixed q4k+q8" (in first-seen order) for a mixed preset.
 void describe_weights(const void* bytes, double* params, std::string* quant) {
   const fb::Model* m = fb::GetSizePrefixedModel(bytes);
   *params = 0;
   quant->clear();
   if (!m->tensors()) return;
+  std::vector<std::string> kinds;
   for (const fb::Tensor* t : *m->tensors()) {
     double n = 1;
     if (t->shape())
       for (uint64_t d : *t->shape()) n *= static_cast<double>(d);
     *params += n;
     if (t->shape() && t->shape()->size() == 2) {
-      const char* q = conv::dtype_name(t->dtype());
-      if (quant->empty()) *quant = q;
-      else if (*quant != q && *quant != "mixed") *quant = "mixed";
+      const std::string q = conv::dtype_name(t->dtype());
+      if (std::find(kinds.begin(), kinds.end(), q) == kinds.end()) kinds.push_back(q);
     }
   }
+  for (size_t i = 0; i < kinds.size(); ++i) *quant += (i ? "+" : "") + kinds[i];
+  if (kinds.size() > 1) *quant = "mixed " + *quant;
   if (quant->empty()) *quant = "f32";
 }
 
@@ -790,6 +794,7 @@ bool grammar_rows(BenchReport& report, Runner& run, const rlm_grammar* g, double
 struct BenchOptions {
   std::string model_path, synthetic, vocab;
   fb::DType quant = fb::DType::Q8;
+  std::string preset;  // --quant q4k_m: a mixed preset (conv::apply_quant_preset)
   bool quant_given = false, as_llama = false;
   uint32_t seed = 1, layers = 0, n_prompt = 128, n_gen = 128, reps = 5, batch = 0, bw_mib = 256;
   std::vector<uint32_t> threads, loads;
@@ -844,7 +849,9 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       synthetic = v;
     } else if (a == "--quant") {
       if (!need()) return 2;
-      ok = conv::parse_dtype(v, &quant);
+      o->preset.clear();
+      if (conv::apply_quant_preset(v, nullptr, &quant)) o->preset = v;
+      else ok = conv::parse_dtype(v, &quant);
       quant_given = true;
     } else if (a == "--as-llama") {
       as_llama = true;
@@ -985,12 +992,15 @@ bool load_bench_model(const BenchOptions& o, ModelBytes* model_bytes, std::strin
       fprintf(stderr, "ringlm bench: %s\n", err.c_str());
       return false;
     }
+    fb::DType base = quant;
+    // The preset's q8 matrices are quantized from the generated floats; the rest stay direct.
+    if (!o.preset.empty()) conv::apply_quant_preset(o.preset, &md, &base);
     for (const std::string& s : ignored)
       fprintf(stderr, "ringlm bench: --as-llama: ignoring %s\n", s.c_str());
     fprintf(stderr, "ringlm bench: building synthetic %s (%s)...\n", name.c_str(),
-            conv::dtype_name(quant));
+            o.preset.empty() ? conv::dtype_name(quant) : o.preset.c_str());
     const double t0 = now_s();
-    if (!build_synthetic(md, quant, &bytes, &err)) {
+    if (!build_synthetic(md, base, &bytes, &err)) {
       fprintf(stderr, "ringlm bench: %s\n", err.c_str());
       return false;
     }

@@ -1,4 +1,4 @@
-// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|keep] -o OUT
+// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q4k_m|keep] -o OUT
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,8 @@ namespace {
 
 void usage(FILE* f) {
   fprintf(f,
-          "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|keep] -o OUT\n"
+          "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q4k_m|keep]\n"
+          "                      -o OUT\n"
           "       ringlm convert --synthetic SPEC [--layers N] [--seed S] [--chat FORMAT]\n"
           "                      [--vocab FILE] [--quant ...] -o OUT\n"
           "\n"
@@ -33,13 +34,18 @@ void usage(FILE* f) {
           "\n"
           "options:\n"
           "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin / tok512.bin)\n"
-          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, or keep;\n"
-          "                     norms stay f32. GGUF Q8_0 -> q8 and Q4_0 -> q4 are copied,\n"
-          "                     Q5_0 / IQ4_NL -> q8 repacked, all without re-quantization;\n"
-          "                     other types are dequantized and re-encoded as TYPE.\n"
+          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q4k, the\n"
+          "                     mixed preset q4k_m, or keep; norms stay f32. q4k: 4-bit with a\n"
+          "                     6-bit scale and min per 32 (GGUF Q4_K's arithmetic, ~4.6 bits\n"
+          "                     per weight); q4k_m: q4k with attention V, FFN down and the\n"
+          "                     output projection in q8 (like llama.cpp's Q4_K_M). GGUF Q8_0\n"
+          "                     -> q8 and Q4_0 -> q4 are copied, Q5_0 / IQ4_NL -> q8 and Q4_K\n"
+          "                     -> q4k repacked, all without re-quantization; other types are\n"
+          "                     dequantized and re-encoded as TYPE.\n"
           "                     keep: each tensor in the smallest encoding that holds its\n"
-          "                     values exactly: Q8_0/Q5_0/IQ4_NL -> q8, Q4_0 -> q4, F16 -> f16,\n"
-          "                     F32/BF16/other types -> f16 if every value is an f16 value,\n"
+          "                     values exactly: Q8_0/Q5_0/IQ4_NL -> q8, Q4_0 -> q4, Q4_K -> q4k,\n"
+          "                     F16 -> f16, F32/BF16/other types -> f16 if every value is an\n"
+          "                     f16 value,\n"
           "                     else f32 (those are read twice: checked, then written)\n"
           "  -o, --output OUT   output model file (written to a temporary file, verified, renamed;\n"
           "                     an existing OUT must be a writable regular file: directories,\n"
@@ -94,10 +100,14 @@ int cmd_convert(int argc, char** argv) {
       const char* v = value(a);
       if (!v) return 2;
       opts.keep = !strcmp(v, "keep");
+      opts.preset.clear();
       if (opts.keep) {
         opts.quant = ringlm::internal::fb::DType::F32;
+      } else if (ringlm::internal::conv::apply_quant_preset(v, nullptr, &opts.quant)) {
+        opts.preset = v;
       } else if (!ringlm::internal::conv::parse_dtype(v, &opts.quant)) {
-        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, keep)\n", v);
+        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q4k, %s, keep)\n",
+                v, ringlm::internal::conv::quant_preset_names());
         return 2;
       }
     } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
@@ -158,7 +168,7 @@ int cmd_convert(int argc, char** argv) {
   }
   if (!synthetic.empty() && opts.keep) {
     fprintf(stderr, "ringlm convert: --quant keep keeps a source's encodings; a synthetic model "
-                    "has none (give f32, f16, q8 or q4)\n");
+                    "has none (give f32, f16, q8, q4, q4k or q4k_m)\n");
     return 2;
   }
   if (synthetic.empty() && (!chat.empty() || layers || seed != 1 || !vocab.empty())) {
@@ -206,6 +216,7 @@ int cmd_convert(int argc, char** argv) {
       fprintf(stderr, "ringlm convert: %s\n", err.c_str());
       return 1;
     }
+    if (!opts.preset.empty()) ringlm::internal::conv::apply_quant_preset(opts.preset, &md, &opts.quant);
     opts.log = nullptr;  // random weights: quantization error lines say nothing useful
     ringlm::internal::conv::ConvertStats st;
     if (!ringlm::internal::conv::write_model_file(md, opts, out, &err, &st)) {
@@ -220,8 +231,9 @@ int cmd_convert(int argc, char** argv) {
   if (!quiet) {
     printf("converting %s (%s) -> %s as %s\n", opts.source.c_str(),
            ringlm::internal::conv::source_kind_name(kind), out.c_str(),
-           opts.keep ? "keep (each tensor in the smallest exact encoding)"
-                     : ringlm::internal::conv::dtype_name(opts.quant));
+           opts.keep              ? "keep (each tensor in the smallest exact encoding)"
+           : !opts.preset.empty() ? opts.preset.c_str()
+                                  : ringlm::internal::conv::dtype_name(opts.quant));
     fflush(stdout);
   }
   ringlm::internal::conv::ConvertStats st;

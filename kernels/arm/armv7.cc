@@ -91,6 +91,15 @@ inline float32x4_t inv(float32x4_t v) {
 
 inline float32x4_t mla(float32x4_t acc, float32x4_t a, float32x4_t b) { return vmlaq_f32(acc, a, b); }
 inline float32x4_t mla_n(float32x4_t acc, float32x4_t v, float s) { return vmlaq_n_f32(acc, v, s); }
+// acc + a * v[L], acc - a * v[L].
+template <int L>
+inline float32x4_t mla_lane(float32x4_t acc, float32x4_t a, float32x2_t v) {
+  return vmlaq_lane_f32(acc, a, v, L);
+}
+template <int L>
+inline float32x4_t mls_lane(float32x4_t acc, float32x4_t a, float32x2_t v) {
+  return vmlsq_lane_f32(acc, a, v, L);
+}
 inline float32x4_t max_abs(float32x4_t m, float32x4_t v) { return vmaxq_f32(m, vabsq_f32(v)); }
 
 template <int R, int T>

@@ -29,10 +29,9 @@ struct Sdot {
 RINGLM_QUANT_MATMUL(matmul_q8_dotprod, 4, 4, 4, QuantTile<false, Sdot>)
 RINGLM_QUANT_MATMUL(matmul_q4_dotprod, 4, 4, 4, QuantTile<true, Sdot>)
 
-// Q4K: the reference kernel until this ISA has its own (#18).
 void matmul_q4k_dotprod(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
-  matmul_q4k_ref(w, x, n, y, r0, r1);
+                        uint32_t r1) {
+  q4k_matmul<4, 4, 4, Q4kTile<Sdot>>(w, x, n, y, r0, r1);
 }
 
 }  // namespace ringlm::internal

@@ -125,10 +125,10 @@ void matmul_q4_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* 
   quant_matmul<4, 4, 2, MmlaMat<true>>(w, x, n, y, r0, r1);
 }
 
-// Q4K: the reference kernel until this ISA has its own (#18).
+// Q4K: the dotprod kernel for every n.
 void matmul_q4k_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
-  matmul_q4k_ref(w, x, n, y, r0, r1);
+                     uint32_t r1) {
+  matmul_q4k_dotprod(w, x, n, y, r0, r1);
 }
 
 }  // namespace ringlm::internal

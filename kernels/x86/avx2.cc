@@ -11,7 +11,8 @@
 // and scaled by w_scale*x_scale. Q4: 16 bytes become 32 unsigned nibbles u = v + 8 in [0, 15]
 // (xor 0x88, then low/high nibble, matching the x[0..15] / x[16..31] order of the layout);
 // maddubs(u, x) - maddubs(8, x) is the exact signed dot product, the second term shared by all
-// rows of the tile.
+// rows of the tile. Q4K: the nibbles are unsigned already, maddubs(q, x) is the dot product; the
+// scales come per super-block (Q4kTile).
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -101,11 +102,17 @@ struct FloatMat : FloatOperands {
 
 // ---- Q8 / Q4 ---------------------------------------------------------------------------------------
 
-// 16 packed bytes -> 32 unsigned values v + 8 (value j in byte j, j = 0..31).
-inline __m256i unpack_q4(const uint8_t* p) {
+// 16 packed bytes -> their 32 nibbles as bytes 0..15 (value j in byte j, j = 0..31): low nibbles
+// in the lower lane, high nibbles (the upper lane shifted by 4) in the upper one.
+inline __m256i unpack_nibbles(const uint8_t* p) {
   const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   const __m256i sh = _mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4));
-  return _mm256_xor_si256(_mm256_and_si256(sh, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(0x08));
+  return _mm256_and_si256(sh, _mm256_set1_epi8(0x0f));
+}
+
+// Q4: the signed nibbles v as unsigned values v + 8.
+inline __m256i unpack_q4(const uint8_t* p) {
+  return _mm256_xor_si256(unpack_nibbles(p), _mm256_set1_epi8(0x08));
 }
 
 // The two differ only in the int32 partial sums of a group (see the top of the file):
@@ -165,6 +172,121 @@ struct QuantTile : QuantMat {
   }
 };
 
+// ---- Q4K ---------------------------------------------------------------------------------------
+// Per 32-group: the unsigned nibbles q (unpack_nibbles) times the int8 activations, vpmaddubsw +
+// vpmaddwd: eight exact int32 partial sums (15 * 127 * 2 < 2^15: no saturation), converted and
+// fma'd with the group's combined scale (d * sc_g) * x_scale_g. Per super-block, the 8 combined
+// scales of each (row, token) come from one vector op chain (sc[8] widened, * d, * x_scale[8]),
+// and the min term (dmin * m[8]) * x_sum[8] is subtracted from the same accumulator with one fnmadd
+// (lane k: group k's min; lanes of groups a short super-block lacks add 0).
+
+// Operands of a Q4K matmul as Q4kTile indexes them (QuantMat's, with the super-block planes).
+struct Q4kMat {
+  const uint8_t* W;     // row r at W + r * w_row_bytes, 16 bytes per group
+  size_t w_row_bytes;
+  const uint16_t* DM;   // f16 (d, dmin) per super-block: (rows, supers, 2)
+  const uint8_t* SUB;   // sc[8], m[8] per super-block: (rows, supers, 16)
+  uint32_t groups;
+  uint32_t supers;
+  const int8_t* X;      // token t at X + t * x_stride
+  size_t x_stride;
+  const float* XS;      // token t at XS + t * (x_stride / 32); groups past `groups` are not there
+  const float* XSUM;    // x.sums, laid out as XS
+  float* Y;
+  size_t y_stride;
+};
+
+template <class K>
+inline K q4k_mat(const WeightView& w, const QuantActs& x, float* y) {
+  K m;
+  m.W = static_cast<const uint8_t*>(w.data);
+  m.w_row_bytes = w.row_stride / 2;
+  m.DM = w.scales;
+  m.SUB = w.subs;
+  m.groups = w.row_stride / kQuantGroup;
+  m.supers = (m.groups + kQ4kSuperGroups - 1) / kQ4kSuperGroups;
+  m.X = x.qs;
+  m.x_stride = x.stride;
+  m.XS = x.scales;
+  m.XSUM = x.sums;
+  m.Y = y;
+  m.y_stride = w.rows;
+  return m;
+}
+
+// `nb` (1..8) floats, zero past nb (never read).
+inline __m256 load_f32_upto8(const float* p, uint32_t nb) {
+  return nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(nb));
+}
+
+struct Q4kTile : Q4kMat {
+  // Every element: the same group fmas and per-super-block fnmadds in the same order in one
+  // accumulator whatever the tile, then store_tile's hsum order.
+  static constexpr bool kShapeInvariant = true;
+
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const size_t xs_stride = x_stride / kQuantGroup;
+    const size_t dm_stride = static_cast<size_t>(supers) * 2, sub_stride = static_cast<size_t>(supers) * 16;
+    const uint8_t* Wr = W + r * w_row_bytes;
+    const uint16_t* DMr = DM + r * dm_stride;
+    const uint8_t* SUBr = SUB + r * sub_stride;
+    const int8_t* Xt = X + t * x_stride;
+    const float* XSt = XS + t * xs_stride;
+    const float* XMt = XSUM + t * xs_stride;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[R][T];
+    // Zeroed lane by lane (see QuantTile).
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+    alignas(32) float sc[R][T][8];
+    for (uint32_t s = 0; s < supers; ++s) {
+      const uint32_t gb = s * kQ4kSuperGroups;
+      const uint32_t nb = groups - gb < kQ4kSuperGroups ? groups - gb : kQ4kSuperGroups;
+      {
+        __m256 xs[T], xm[T];
+        for (int j = 0; j < T; ++j) {
+          xs[j] = load_f32_upto8(XSt + j * xs_stride + gb, nb);
+          xm[j] = load_f32_upto8(XMt + j * xs_stride + gb, nb);
+        }
+        for (int i = 0; i < R; ++i) {
+          uint32_t dm_bits;
+          memcpy(&dm_bits, DMr + i * dm_stride + 2 * s, sizeof dm_bits);
+          const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm_bits)));  // d, dmin
+          const __m128i lv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(SUBr + i * sub_stride + 16 * s));
+          // d * sc and dmin * m: exact (an f16 value times a 6-bit integer)
+          const __m256 dl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lv)), _mm256_broadcastss_ps(dm));
+          const __m256 ml = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lv, 8))),
+                                          _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+          for (int j = 0; j < T; ++j) {
+            _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
+            acc[i][j] = _mm256_fnmadd_ps(ml, xm[j], acc[i][j]);
+          }
+        }
+      }
+      for (uint32_t k = 0; k < nb; ++k) {
+        const size_t g = gb + k;
+        __m256i u[R];
+        for (int i = 0; i < R; ++i) {
+          const uint8_t* p = Wr + i * w_row_bytes + g * (kQuantGroup / 2);
+          if (k % 4 == 0) prefetch(p + kPrefetchBytes);  // once per 64-byte line
+          u[i] = unpack_nibbles(p);
+        }
+        for (int j = 0; j < T; ++j) {
+          const __m256i xv = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(Xt + j * x_stride + g * kQuantGroup));
+          for (int i = 0; i < R; ++i) {
+            const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], xv), ones);
+            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_broadcast_ss(&sc[i][j][k]),
+                                        acc[i][j]);
+          }
+        }
+      }
+    }
+    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
 }  // namespace
 
 // ---- entry points -------------------------------------------------------------------------------
@@ -174,10 +296,9 @@ RINGLM_FLOAT_MATMUL(matmul_f16_avx2, 4, 4, 2, FloatMat<true>)
 RINGLM_QUANT_MATMUL(matmul_q8_avx2, 4, 2, 4, QuantTile<false>)
 RINGLM_QUANT_MATMUL(matmul_q4_avx2, 4, 2, 4, QuantTile<true>)
 
-// Q4K: the reference kernel until this ISA has its own (#18).
 void matmul_q4k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
-  matmul_q4k_ref(w, x, n, y, r0, r1);
+                     uint32_t r1) {
+  drive<4, 2, 4>(q4k_mat<Q4kTile>(w, x, y), n, r0, r1);
 }
 
 void quantize_acts_avx2(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
