@@ -94,6 +94,12 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
 
 namespace {
 
+// A rounded level clamped to [0, top]; NaN (values near float's limit overflow the fit's sums:
+// inf / inf) becomes 0, since casting NaN to an integer is UB.
+inline float clamp_level(float l, float top) {
+  return l > 0.0f ? (l < top ? l : top) : 0.0f;
+}
+
 // Fits x[i] ~= a * q[i] - b, q[i] in [0, 15], a >= 0, b >= 0 (the group's minimum clamped to
 // <= 0), minimizing sum w[i] (x[i] - (a q[i] - b))^2 over the rounding grids
 // q = round(is * (x - lo)) for is around 15 / (hi - lo): each grid's (a, b) is the weighted
@@ -118,7 +124,7 @@ void fit_group_q4k(const float* x, const float* w, uint32_t n, float* a_out, flo
     float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
     for (uint32_t i = 0; i < n; ++i) {
       float l = roundf(is * (x[i] - lo));
-      l = l < 0.0f ? 0.0f : (l > 15.0f ? 15.0f : l);
+      l = clamp_level(l, 15.0f);
       sl += w[i] * l;
       sl2 += w[i] * l * l;
       sxl += w[i] * l * x[i];
@@ -136,7 +142,7 @@ void fit_group_q4k(const float* x, const float* w, uint32_t n, float* a_out, flo
     for (uint32_t i = 0; i < n; ++i) {
       const float inv = a > 0.0f ? 1.0f / a : 0.0f;
       float l = roundf((x[i] - c) * inv);
-      l = l < 0.0f ? 0.0f : (l > 15.0f ? 15.0f : l);
+      l = clamp_level(l, 15.0f);
       const float e = a * l + c - x[i];
       err += w[i] * e * e;
     }
@@ -158,7 +164,7 @@ uint16_t six_bit_levels(const float* v, uint32_t n, uint8_t* levels) {
   const float step = fp16_to_f32(h);
   for (uint32_t i = 0; i < n; ++i) {
     float l = step > 0.0f ? roundf(v[i] / step) : 0.0f;
-    levels[i] = static_cast<uint8_t>(l < 0.0f ? 0.0f : (l > 63.0f ? 63.0f : l));
+    levels[i] = static_cast<uint8_t>(clamp_level(l, 63.0f));
   }
   return h;
 }
@@ -209,7 +215,7 @@ void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, ui
           float err = 0.0f;
           for (uint32_t j = 0; j < len[k]; ++j) {
             float l = roundf((v[k][j] + ml) * inv);
-            l = l < 0.0f ? 0.0f : (l > 15.0f ? 15.0f : l);
+            l = clamp_level(l, 15.0f);
             trial[j] = static_cast<uint8_t>(l);
             const float e = dl * l - ml - v[k][j];
             err += e * e;
