@@ -14,6 +14,7 @@
 // time, q8_decode_rows), prefill 4 rows x 4 tokens.
 // Q8 prefill of 16+ tokens: GroupedQ8 (below) finishes each group's integer sum in its own lane
 // before converting, 2 rows x up to 8 tokens.
+// Q4K: Q4Quad's walk over unsigned nibbles (no offset), with per-super-block scales (Q4kQuad).
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -569,10 +570,139 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
 
 RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad)
 
-// Q4K: the reference kernel until this ISA has its own (#18).
+namespace {
+
+// ---- Q4K ---------------------------------------------------------------------------------------
+// Q4Quad's four groups per step; the nibbles are unsigned already, so vpdpbusd(q, x) is the dot
+// product (no offset, no correction). Per super-block, the combined scales (d * sc_g) * x_scale_g
+// of each (row, token) come from one vector op chain, and the min term (dmin * m[8]) * x_sum[8] is
+// subtracted from the accumulator's lower 8 lanes with one fnmadd (lanes of groups a short
+// super-block lacks add 0).
+
+// Operands of a Q4K matmul as Q4kQuad indexes them (QuantMat's, with the super-block planes).
+struct Q4kMat {
+  const uint8_t* W;     // row r at W + r * w_row_bytes, 16 bytes per group
+  size_t w_row_bytes;
+  const uint16_t* DM;   // f16 (d, dmin) per super-block: (rows, supers, 2)
+  const uint8_t* SUB;   // sc[8], m[8] per super-block: (rows, supers, 16)
+  uint32_t groups;
+  uint32_t supers;
+  const int8_t* X;      // token t at X + t * x_stride
+  size_t x_stride;
+  const float* XS;      // token t at XS + t * (x_stride / 32); groups past `groups` are not there
+  const float* XSUM;    // x.sums, laid out as XS
+  float* Y;
+  size_t y_stride;
+};
+
+template <class K>
+inline K q4k_mat(const WeightView& w, const QuantActs& x, float* y) {
+  K m;
+  m.W = static_cast<const uint8_t*>(w.data);
+  m.w_row_bytes = w.row_stride / 2;
+  m.DM = w.scales;
+  m.SUB = w.subs;
+  m.groups = w.row_stride / kQuantGroup;
+  m.supers = (m.groups + kQ4kSuperGroups - 1) / kQ4kSuperGroups;
+  m.X = x.qs;
+  m.x_stride = x.stride;
+  m.XS = x.scales;
+  m.XSUM = x.sums;
+  m.Y = y;
+  m.y_stride = w.rows;
+  return m;
+}
+
+struct Q4kQuad : Q4kMat {
+  // Every element: the same fnmadds and fmas in the same order in one accumulator whatever the
+  // tile, then store_tile512's reduction.
+  static constexpr bool kShapeInvariant = true;
+
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const size_t xs_stride = x_stride / kQuantGroup;
+    const size_t dm_stride = static_cast<size_t>(supers) * 2, sub_stride = static_cast<size_t>(supers) * 16;
+    const uint8_t* Wr = W + r * w_row_bytes;
+    const uint16_t* DMr = DM + r * dm_stride;
+    const uint8_t* SUBr = SUB + r * sub_stride;
+    const int8_t* Xt = X + t * x_stride;
+    const float* XSt = XS + t * xs_stride;
+    const float* XMt = XSUM + t * xs_stride;
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+    const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+    const __m512i quad_of_lane = _mm512_srli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    __m512 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+    alignas(32) float sc[R][T][8];
+    for (uint32_t s = 0; s < supers; ++s) {
+      const uint32_t gb = s * kQ4kSuperGroups;
+      const uint32_t nb = groups - gb < kQ4kSuperGroups ? groups - gb : kQ4kSuperGroups;
+      {
+        const __mmask8 bm = static_cast<__mmask8>((1u << nb) - 1);
+        __m256 xs[T], xm[T];  // zero past nb (never read)
+        for (int j = 0; j < T; ++j) {
+          xs[j] = _mm256_maskz_loadu_ps(bm, XSt + j * xs_stride + gb);
+          xm[j] = _mm256_maskz_loadu_ps(bm, XMt + j * xs_stride + gb);
+        }
+        for (int i = 0; i < R; ++i) {
+          uint32_t dm_bits;
+          memcpy(&dm_bits, DMr + i * dm_stride + 2 * s, sizeof dm_bits);
+          const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm_bits)));  // d, dmin
+          const __m128i lv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(SUBr + i * sub_stride + 16 * s));
+          // d * sc and dmin * m: exact (an f16 value times a 6-bit integer)
+          const __m256 dl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lv)), _mm256_broadcastss_ps(dm));
+          const __m256 ml = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lv, 8))),
+                                          _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+          for (int j = 0; j < T; ++j) {
+            _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
+            acc[i][j] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(ml), _mm512_zextps256_ps512(xm[j]), acc[i][j]);
+          }
+        }
+      }
+      for (uint32_t q = 0; 4 * q < nb; ++q) {
+        const size_t g = gb + 4 * q;
+        const uint32_t ng = nb - 4 * q < 4 ? nb - 4 * q : 4;  // groups in this quad
+        const __mmask64 wmask = ng == 4 ? ~0ull : (1ull << (16 * ng)) - 1;
+        const __mmask64 xmask_a = ng >= 2 ? ~0ull : (1ull << (32 * ng)) - 1;
+        const __mmask64 xmask_b = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
+        const __m512i sidx = _mm512_add_epi32(quad_of_lane, _mm512_set1_epi32(static_cast<int>(4 * q)));
+        __m512i qlo[R], qhi[R];  // values 0..15 / 16..31 of the four groups
+        for (int i = 0; i < R; ++i) {
+          const uint8_t* p = Wr + i * w_row_bytes + g * 16;
+          prefetch(p + kPrefetchBytes);
+          const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
+          qlo[i] = _mm512_and_si512(b, nib);
+          qhi[i] = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+        }
+        for (int j = 0; j < T; ++j) {
+          const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
+          const __m512i a = ng >= 2 ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(xmask_a, xp);
+          const __m512i b = ng == 4 ? _mm512_loadu_si512(xp + 64)
+                                    : _mm512_maskz_loadu_epi8(xmask_b, xp + 64);
+          const __m512i xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
+          const __m512i xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
+          for (int i = 0; i < R; ++i) {
+            const __m512i d = _mm512_dpbusd_epi32(
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), qlo[i], xlo), qhi[i], xhi);
+            const __m512 sv = _mm512_permutexvar_ps(sidx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][j])));
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sv, acc[i][j]);
+          }
+        }
+      }
+    }
+    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
+}  // namespace
+
+// Decode 8 rows x 1 token, prefill 4 x 4, as Q4Quad.
 void matmul_q4k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
-  matmul_q4k_ref(w, x, n, y, r0, r1);
+                       uint32_t r1) {
+  drive<8, 4, 4>(q4k_mat<Q4kQuad>(w, x, y), n, r0, r1);
 }
 
 }  // namespace ringlm::internal
