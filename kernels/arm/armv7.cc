@@ -164,24 +164,6 @@ struct SmullDot {
     p1 = vmlal_s8(p1, vget_high_s8(a1), vget_high_s8(b1));
     return vpadalq_s16(vpaddlq_s16(p0), p1);
   }
-  // Q4K (arm/neon.inc): a pair's products in int16 lanes, group A's in lanes 0-3 and B's in 4-7
-  // (8 products a lane, weights 0..15); lanes() sums 16 a lane, |w x| <= 15 * 128 (30,720 <
-  // 2^15), before widening.
-  using Acc = int16x8_t;
-  static int16x4_t group(const int8x16_t* w, const int8x16_t* x) {
-    int16x8_t p = vmull_s8(vget_low_s8(w[0]), vget_low_s8(x[0]));
-    p = vmlal_s8(p, vget_high_s8(w[0]), vget_high_s8(x[0]));
-    p = vmlal_s8(p, vget_low_s8(w[1]), vget_low_s8(x[1]));
-    p = vmlal_s8(p, vget_high_s8(w[1]), vget_high_s8(x[1]));
-    return vpadd_s16(vget_low_s16(p), vget_high_s16(p));
-  }
-  static Acc pair(const int8x16_t* w, const int8x16_t* x) {
-    return vcombine_s16(group(w, x), group(w + 2, x + 2));
-  }
-  static int32x4_t lanes(Acc a, Acc b) {
-    return vpaddlq_s16(vcombine_s16(vpadd_s16(vget_low_s16(a), vget_high_s16(a)),
-                                    vpadd_s16(vget_low_s16(b), vget_high_s16(b))));
-  }
 };
 
 }  // namespace

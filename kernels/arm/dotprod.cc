@@ -22,14 +22,6 @@ struct Sdot {
   static int32x4_t dot(int8x16_t a0, int8x16_t a1, int8x16_t b0, int8x16_t b1) {
     return vdotq_s32(vdotq_s32(vdupq_n_s32(0), a0, b0), a1, b1);
   }
-  // Q4K (arm/neon.inc): a pair's products in int32 lanes, group A's in lanes 0-1, B's in 2-3.
-  using Acc = int32x4_t;
-  static Acc pair(const int8x16_t* w, const int8x16_t* x) {
-    int32x4_t a = vdotq_s32(vdupq_n_s32(0), w[0], x[0]);
-    for (int k = 1; k < 4; ++k) a = vdotq_s32(a, w[k], x[k]);
-    return a;
-  }
-  static int32x4_t lanes(Acc a, Acc b) { return vpaddq_s32(a, b); }
 };
 
 }  // namespace

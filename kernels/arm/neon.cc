@@ -27,20 +27,6 @@ struct SmullDot {
     p1 = vmlal_high_s8(p1, a1, b1);
     return vpadalq_s16(vpaddlq_s16(p0), p1);
   }
-  // Q4K (arm/neon.inc): a pair's products in int16 lanes, group A's in lanes 0-3 and B's in 4-7
-  // (8 products a lane, weights 0..15); lanes() sums 16 a lane, |w x| <= 15 * 128 (30,720 <
-  // 2^15), before widening.
-  using Acc = int16x8_t;
-  static Acc pair(const int8x16_t* w, const int8x16_t* x) {
-    int16x8_t a = vmull_s8(vget_low_s8(w[0]), vget_low_s8(x[0]));
-    int16x8_t b = vmull_high_s8(w[0], x[0]);
-    for (int k = 1; k < 4; ++k) {
-      a = vmlal_s8(a, vget_low_s8(w[k]), vget_low_s8(x[k]));
-      b = vmlal_high_s8(b, w[k], x[k]);
-    }
-    return vpaddq_s16(a, b);
-  }
-  static int32x4_t lanes(Acc a, Acc b) { return vpaddlq_s16(vpaddq_s16(a, b)); }
 };
 
 }  // namespace
