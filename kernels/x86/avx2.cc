@@ -180,40 +180,6 @@ struct QuantTile : QuantMat {
 // and the min term (dmin * m[8]) * x_sum[8] is subtracted from the same accumulator with one fnmadd
 // (lane k: group k's min; lanes of groups a short super-block lacks add 0).
 
-// Operands of a Q4K matmul as Q4kTile indexes them (QuantMat's, with the super-block planes).
-struct Q4kMat {
-  const uint8_t* W;     // row r at W + r * w_row_bytes, 16 bytes per group
-  size_t w_row_bytes;
-  const uint16_t* DM;   // f16 (d, dmin) per super-block: (rows, supers, 2)
-  const uint8_t* SUB;   // sc[8], m[8] per super-block: (rows, supers, 16)
-  uint32_t groups;
-  uint32_t supers;
-  const int8_t* X;      // token t at X + t * x_stride
-  size_t x_stride;
-  const float* XS;      // token t at XS + t * (x_stride / 32); groups past `groups` are not there
-  const float* XSUM;    // x.sums, laid out as XS
-  float* Y;
-  size_t y_stride;
-};
-
-template <class K>
-inline K q4k_mat(const WeightView& w, const QuantActs& x, float* y) {
-  K m;
-  m.W = static_cast<const uint8_t*>(w.data);
-  m.w_row_bytes = w.row_stride / 2;
-  m.DM = w.scales;
-  m.SUB = w.subs;
-  m.groups = w.row_stride / kQuantGroup;
-  m.supers = (m.groups + kQ4kSuperGroups - 1) / kQ4kSuperGroups;
-  m.X = x.qs;
-  m.x_stride = x.stride;
-  m.XS = x.scales;
-  m.XSUM = x.sums;
-  m.Y = y;
-  m.y_stride = w.rows;
-  return m;
-}
-
 // `nb` (1..8) floats, zero past nb (never read).
 inline __m256 load_f32_upto8(const float* p, uint32_t nb) {
   return nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(nb));

@@ -579,40 +579,6 @@ namespace {
 // subtracted from the accumulator's lower 8 lanes with one fnmadd (lanes of groups a short
 // super-block lacks add 0).
 
-// Operands of a Q4K matmul as Q4kQuad indexes them (QuantMat's, with the super-block planes).
-struct Q4kMat {
-  const uint8_t* W;     // row r at W + r * w_row_bytes, 16 bytes per group
-  size_t w_row_bytes;
-  const uint16_t* DM;   // f16 (d, dmin) per super-block: (rows, supers, 2)
-  const uint8_t* SUB;   // sc[8], m[8] per super-block: (rows, supers, 16)
-  uint32_t groups;
-  uint32_t supers;
-  const int8_t* X;      // token t at X + t * x_stride
-  size_t x_stride;
-  const float* XS;      // token t at XS + t * (x_stride / 32); groups past `groups` are not there
-  const float* XSUM;    // x.sums, laid out as XS
-  float* Y;
-  size_t y_stride;
-};
-
-template <class K>
-inline K q4k_mat(const WeightView& w, const QuantActs& x, float* y) {
-  K m;
-  m.W = static_cast<const uint8_t*>(w.data);
-  m.w_row_bytes = w.row_stride / 2;
-  m.DM = w.scales;
-  m.SUB = w.subs;
-  m.groups = w.row_stride / kQuantGroup;
-  m.supers = (m.groups + kQ4kSuperGroups - 1) / kQ4kSuperGroups;
-  m.X = x.qs;
-  m.x_stride = x.stride;
-  m.XS = x.scales;
-  m.XSUM = x.sums;
-  m.Y = y;
-  m.y_stride = w.rows;
-  return m;
-}
-
 struct Q4kQuad : Q4kMat {
   // Every element: the same fnmadds and fmas in the same order in one accumulator whatever the
   // tile, then store_tile512's reduction.
