@@ -192,14 +192,7 @@ struct Q4kTile : Q4kMat {
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    const size_t xs_stride = x_stride / kQuantGroup;
-    const size_t dm_stride = static_cast<size_t>(supers) * 2, sub_stride = static_cast<size_t>(supers) * 16;
-    const uint8_t* Wr = W + r * w_row_bytes;
-    const uint16_t* DMr = DM + r * dm_stride;
-    const uint8_t* SUBr = SUB + r * sub_stride;
-    const int8_t* Xt = X + t * x_stride;
-    const float* XSt = XS + t * xs_stride;
-    const float* XMt = XSUM + t * xs_stride;
+    const auto [Wr, DMr, SUBr, dm_stride, sub_stride, Xt, XSt, XMt, xs_stride] = at(r, t);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[R][T];
     // Zeroed lane by lane (see QuantTile).
@@ -216,14 +209,8 @@ struct Q4kTile : Q4kMat {
           xm[j] = load_f32_upto8(XMt + j * xs_stride + gb, nb);
         }
         for (int i = 0; i < R; ++i) {
-          uint32_t dm_bits;
-          memcpy(&dm_bits, DMr + i * dm_stride + 2 * s, sizeof dm_bits);
-          const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm_bits)));  // d, dmin
-          const __m128i lv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(SUBr + i * sub_stride + 16 * s));
-          // d * sc and dmin * m: exact (an f16 value times a 6-bit integer)
-          const __m256 dl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lv)), _mm256_broadcastss_ps(dm));
-          const __m256 ml = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lv, 8))),
-                                          _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+          __m256 dl, ml;
+          q4k_levels(DMr + i * dm_stride + 2 * s, SUBr + i * sub_stride + 16 * s, &dl, &ml);
           for (int j = 0; j < T; ++j) {
             _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
             acc[i][j] = _mm256_fnmadd_ps(ml, xm[j], acc[i][j]);

@@ -586,14 +586,7 @@ struct Q4kQuad : Q4kMat {
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    const size_t xs_stride = x_stride / kQuantGroup;
-    const size_t dm_stride = static_cast<size_t>(supers) * 2, sub_stride = static_cast<size_t>(supers) * 16;
-    const uint8_t* Wr = W + r * w_row_bytes;
-    const uint16_t* DMr = DM + r * dm_stride;
-    const uint8_t* SUBr = SUB + r * sub_stride;
-    const int8_t* Xt = X + t * x_stride;
-    const float* XSt = XS + t * xs_stride;
-    const float* XMt = XSUM + t * xs_stride;
+    const auto [Wr, DMr, SUBr, dm_stride, sub_stride, Xt, XSt, XMt, xs_stride] = at(r, t);
     const __m512i nib = _mm512_set1_epi8(0x0f);
     const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
     const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
@@ -614,14 +607,8 @@ struct Q4kQuad : Q4kMat {
           xm[j] = _mm256_maskz_loadu_ps(bm, XMt + j * xs_stride + gb);
         }
         for (int i = 0; i < R; ++i) {
-          uint32_t dm_bits;
-          memcpy(&dm_bits, DMr + i * dm_stride + 2 * s, sizeof dm_bits);
-          const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm_bits)));  // d, dmin
-          const __m128i lv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(SUBr + i * sub_stride + 16 * s));
-          // d * sc and dmin * m: exact (an f16 value times a 6-bit integer)
-          const __m256 dl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lv)), _mm256_broadcastss_ps(dm));
-          const __m256 ml = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lv, 8))),
-                                          _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+          __m256 dl, ml;
+          q4k_levels(DMr + i * dm_stride + 2 * s, SUBr + i * sub_stride + 16 * s, &dl, &ml);
           for (int j = 0; j < T; ++j) {
             _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
             acc[i][j] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(ml), _mm512_zextps256_ps512(xm[j]), acc[i][j]);
