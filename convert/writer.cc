@@ -135,10 +135,14 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
   auto arch = ab.Finish();
 
   fb::ModelBuilder mb(fbb);
-  // The lowest version that holds the file (schema/model.fbs): 2 only when it has Q4K tensors.
-  bool q4k = false;
-  for (const Planned& p : plan) q4k |= p.dtype == fb::DType::Q4K;
-  mb.add_format_version(q4k ? 2u : 1u);
+  // The lowest version that holds the file (schema/model.fbs): 3 when it has Q6K tensors, 2 when
+  // it has Q4K ones.
+  uint32_t version = 1;
+  for (const Planned& p : plan) {
+    if (p.dtype == fb::DType::Q4K && version < 2) version = 2;
+    if (p.dtype == fb::DType::Q6K) version = 3;
+  }
+  mb.add_format_version(version);
   mb.add_arch(arch);
   mb.add_tokenizer(tok);
   mb.add_tensors(tensors_v);

@@ -24,19 +24,30 @@ namespace ringlm::internal {
 constexpr uint32_t kQuantGroup = 32;
 
 // Matches fb::DType values; kept here so neither the kernels nor quant.h need the generated schema.
-enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3, Q4K = 4 };
+enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3, Q4K = 4, Q6K = 5 };
 
 // Q4K groups come 8 to a super-block (GGUF Q4_K's 256 values): one (d, dmin) pair of f16 per
 // super-block, a 6-bit scale and min per group (the last super-block of a row may be short): a
 // row of row_stride values has (row_stride / 32 + 7) / 8 super-blocks.
 constexpr uint32_t kQ4kSuperGroups = 8;
 
+// Q6K (GGUF Q6_K's values): 6-bit q in [0, 63] per value, an int8 scale per 16 values, one f16 d
+// per super-block of 8 groups (as Q4K; the last may be short). value = (d * sc) * (q - 32).
+// Planes: the low 4 bits as Q4K's nibbles (so a group's first 16 values, its first sub-block,
+// are the low nibbles of its 16 bytes, the other 16 the high nibbles); the high 2 bits, 8 bytes
+// per group, byte j holding those of values j, j + 8, j + 16, j + 24 at bits 0-1, 2-3, 4-5, 6-7;
+// d per super-block; sc per super-block, two per group (its first and second 16 values).
+constexpr uint32_t kQ6kSubsPerSuper = 2 * kQ4kSuperGroups;
+
 // One weight matrix (or vector) as the kernels see it. Pointers borrow the model bytes.
 struct WeightView {
-  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4/Q4K: packed nibbles
+  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4/Q4K/Q6K: packed nibbles
   const uint16_t* scales = nullptr;  // Q8/Q4: f16 scale per 32-group, (rows, row_stride / 32);
-                                     // Q4K: f16 (d, dmin) per super-block, (rows, supers, 2)
-  const uint8_t* subs = nullptr;     // Q4K: per super-block sc[8] then m[8], (rows, supers, 16)
+                                     // Q4K: f16 (d, dmin) per super-block, (rows, supers, 2);
+                                     // Q6K: f16 d per super-block, (rows, supers)
+  const uint8_t* subs = nullptr;     // Q4K: per super-block sc[8] then m[8], (rows, supers, 16);
+                                     // Q6K: int8 sc per 16 values, (rows, supers, 16)
+  const uint8_t* high = nullptr;     // Q6K: the high 2 bits, (rows, row_stride / 4)
   WeightType type = WeightType::F32;
   uint32_t rows = 0;                 // output features (1 for vectors)
   uint32_t cols = 0;                 // input features
@@ -53,7 +64,7 @@ struct WeightView {
 constexpr uint32_t kMatmulExactRows = 0x80000000u;
 constexpr uint32_t kExactRowBlock = 32;  // a multiple of every decode row tile (4, 8)
 
-// Activations quantized for Q8/Q4/Q4K matmuls.
+// Activations quantized for Q8/Q4/Q4K/Q6K matmuls.
 struct QuantActs {
   const int8_t* qs;     // (n, stride) int8, zero past the logical cols
   const float* scales;  // (n, stride / 32)
@@ -79,6 +90,11 @@ struct KernelTable {
   // product is sum_g isum_g * ((d_s * sc_g) * xscale_g) - sum_g (dmin_s * m_g) * x.sums_g, with
   // isum_g the exact int32 dot product of the unsigned nibbles and the int8 activations.
   void (*matmul_q4k)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1);
+  // Q6K: per group g of super-block s with sub-blocks a (values 0-15) and b (16-31), a row's dot
+  // product is sum_g (sc_a * isum_a + sc_b * isum_b) * (d_s * xscale_g), with isum the exact
+  // int32 dot product of (q - 32) and the int8 activations over the sub-block (x.sums unused).
+  void (*matmul_q6k)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1);
   // x(n, cols) -> qs(n, stride), scales(n, stride/32); symmetric, amax/127 per group.
   void (*quantize_acts)(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,

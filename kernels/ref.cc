@@ -103,6 +103,45 @@ void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* 
   }
 }
 
+// Q6K: per sub-block of 16 the exact int32 dot product of (q - 32) and the activations; a
+// group's two combine in int32 with their scales, then scale by d * xscale (kernels.h).
+void matmul_q6k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  n &= ~kMatmulExactRows;  // every row is computed on its own anyway
+  const uint8_t* W = static_cast<const uint8_t*>(w.data);
+  const uint32_t groups = w.row_stride / kQuantGroup;
+  const uint32_t supers = (groups + kQ4kSuperGroups - 1) / kQ4kSuperGroups;
+  for (uint32_t t = 0; t < n; ++t) {
+    const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
+    const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
+    float* yt = y + static_cast<size_t>(t) * w.rows;
+    for (uint32_t r = r0; r < r1; ++r) {
+      const uint8_t* lo = W + static_cast<size_t>(r) * (w.row_stride / 2);
+      const uint8_t* hi = w.high + static_cast<size_t>(r) * (w.row_stride / 4);
+      const uint16_t* ds = w.scales + static_cast<size_t>(r) * supers;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(w.subs) +
+                         static_cast<size_t>(r) * supers * kQ6kSubsPerSuper;
+      float acc = 0.0f;
+      for (uint32_t g = 0; g < groups; ++g) {
+        const uint8_t* grp = lo + g * (kQuantGroup / 2);
+        const uint8_t* h = hi + g * (kQuantGroup / 4);
+        const int8_t* xg = xq + g * kQuantGroup;
+        int32_t isum[2] = {0, 0};
+        for (uint32_t j = 0; j < kQuantGroup; ++j) {
+          const int32_t low = j < 16 ? (grp[j] & 0x0f) : (grp[j - 16] >> 4);
+          const int32_t high = (h[j % 8] >> (2 * (j / 8))) & 3;
+          isum[j / 16] += (low + 16 * high - 32) * xg[j];
+        }
+        const uint32_t s = g / kQ4kSuperGroups, k = g % kQ4kSuperGroups;
+        const int32_t comb = sc[s * kQ6kSubsPerSuper + 2 * k] * isum[0] +
+                             sc[s * kQ6kSubsPerSuper + 2 * k + 1] * isum[1];
+        acc += static_cast<float>(comb) * (fp16_to_f32(ds[s]) * xs[g]);
+      }
+      yt[r] = acc;
+    }
+  }
+}
+
 namespace {
 
 void quantize_acts_ref(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
@@ -239,6 +278,7 @@ const KernelTable kRef = {
     matmul_quant_ref<false>,
     matmul_quant_ref<true>,
     matmul_q4k_ref,
+    matmul_q6k_ref,
     quantize_acts_ref,
     rmsnorm_ref,
     softmax_ref,

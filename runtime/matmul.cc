@@ -40,7 +40,8 @@ WeightView slot_weight(const ModelImpl& m, uint32_t slot) {
 }
 
 bool is_quant(const WeightView& w) {
-  return w.type == WeightType::Q8 || w.type == WeightType::Q4 || w.type == WeightType::Q4K;
+  return w.type == WeightType::Q8 || w.type == WeightType::Q4 || w.type == WeightType::Q4K ||
+         w.type == WeightType::Q6K;
 }
 
 // Bytes a matmul reads of `w` (values and, for Q8/Q4, the f16 group scales).
@@ -52,6 +53,8 @@ uint64_t weight_bytes(const WeightView& w) {
     case WeightType::Q8: return n + n / kQuantGroup * 2;
     case WeightType::Q4: return n / 2 + n / kQuantGroup * 2;
     case WeightType::Q4K: return n / 2 + static_cast<uint64_t>(w.rows) * q4k_supers(w.cols) * 20;
+    case WeightType::Q6K:
+      return n / 2 + n / 4 + static_cast<uint64_t>(w.rows) * q6k_supers(w.cols) * 18;
   }
   return n;
 }
@@ -75,6 +78,9 @@ void linear_rows(const KernelTable* k, const WeightView& w, const float* x, cons
       break;
     case WeightType::Q4K:
       k->matmul_q4k(w, qa, n, y, r0, r1);
+      break;
+    case WeightType::Q6K:
+      k->matmul_q6k(w, qa, n, y, r0, r1);
       break;
   }
 }

@@ -12,7 +12,8 @@ namespace {
 using fb::TensorRole;
 
 bool is_quant(WeightType t) {
-  return t == WeightType::Q8 || t == WeightType::Q4 || t == WeightType::Q4K;
+  return t == WeightType::Q8 || t == WeightType::Q4 || t == WeightType::Q4K ||
+         t == WeightType::Q6K;
 }
 
 // The manifest input of verified hyperparameters.
@@ -148,6 +149,9 @@ Status check_tensor(const fb::Tensor* t, uint32_t index, uint32_t version, uint6
   const WeightType wt = static_cast<WeightType>(t->dtype());
   RLM_CHECK(wt != WeightType::Q4K || version >= 2, RLM_ERR_MODEL_TENSOR, err,
             "tensor %u (%s): dtype Q4K needs format version 2, the file says %u", index, name,
+            version);
+  RLM_CHECK(wt != WeightType::Q6K || version >= 3, RLM_ERR_MODEL_TENSOR, err,
+            "tensor %u (%s): dtype Q6K needs format version 3, the file says %u", index, name,
             version);
   if (is_quant(wt)) {
     RLM_CHECK(t->group_size() == kQuantGroup, RLM_ERR_MODEL_TENSOR, err,
@@ -352,6 +356,10 @@ WeightView model_weight(const ModelImpl& m, const fb::Tensor* t) {
     v.scales = reinterpret_cast<const uint16_t*>(
         m.bytes + t->offset() + quant_scales_offset(v.type, v.rows, v.cols));
     if (v.type == WeightType::Q4K) v.subs = m.bytes + t->offset() + q4k_subs_offset(v.rows, v.cols);
+    if (v.type == WeightType::Q6K) {
+      v.high = m.bytes + t->offset() + q6k_high_offset(v.rows, v.cols);
+      v.subs = m.bytes + t->offset() + q6k_subs_offset(v.rows, v.cols);
+    }
   } else {
     v.row_stride = v.cols;
   }

@@ -9,6 +9,7 @@ namespace ringlm::internal {
 
 uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols) {
   uint64_t cp = padded_cols(cols);
+  if (t == WeightType::Q6K) return q6k_high_offset(rows, cols) + align_up(rows * cp / 4, kTensorAlignment);
   uint64_t qs = t == WeightType::Q8 ? rows * cp : rows * cp / 2;
   return align_up(qs, kTensorAlignment);
 }
@@ -16,6 +17,15 @@ uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols) {
 uint64_t q4k_subs_offset(uint64_t rows, uint64_t cols) {
   return quant_scales_offset(WeightType::Q4K, rows, cols) +
          align_up(rows * q4k_supers(cols) * 4, kTensorAlignment);
+}
+
+uint64_t q6k_high_offset(uint64_t rows, uint64_t cols) {
+  return align_up(rows * padded_cols(cols) / 2, kTensorAlignment);
+}
+
+uint64_t q6k_subs_offset(uint64_t rows, uint64_t cols) {
+  return quant_scales_offset(WeightType::Q6K, rows, cols) +
+         align_up(rows * q6k_supers(cols) * 2, kTensorAlignment);
 }
 
 uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols) {
@@ -32,6 +42,8 @@ uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols) {
       return quant_scales_offset(t, rows, cols) + rows * (padded_cols(cols) / kQuantGroup) * 2;
     case WeightType::Q4K:
       return q4k_subs_offset(rows, cols) + rows * q4k_supers(cols) * 16;
+    case WeightType::Q6K:
+      return q6k_subs_offset(rows, cols) + rows * q6k_supers(cols) * kQ6kSubsPerSuper;
   }
   return 0;
 }
@@ -236,6 +248,126 @@ void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, ui
   }
 }
 
+namespace {
+
+// Fits x[i] ~= a * l[i], l[i] in [-32, 31], minimizing sum w[i] (x[i] - a l[i])^2 over the
+// rounding grids l = round(is * x) for is around -32 / m and 31 / m (m the value of largest
+// magnitude): each grid's a is its weighted least-squares scale. Returns a (0 for a zero block).
+float fit_sub_q6k(const float* x, const float* w, uint32_t n) {
+  float m = 0.0f;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (fabsf(x[i]) > fabsf(m)) m = x[i];
+  }
+  if (m == 0.0f) return 0.0f;
+  float best_a = m / -32.0f, best_err = INFINITY;
+  for (int side = 0; side < 2; ++side) {
+    for (int step = -10; step <= 10; ++step) {
+      const float is = side == 0 ? (-32.0f + 0.1f * step) / m : (31.0f + 0.1f * step) / m;
+      float sxl = 0.0f, sl2 = 0.0f;
+      for (uint32_t i = 0; i < n; ++i) {
+        const float l = clamp_level(roundf(is * x[i]) + 32.0f, 63.0f) - 32.0f;
+        sxl += w[i] * x[i] * l;
+        sl2 += w[i] * l * l;
+      }
+      if (!(sl2 > 0.0f)) continue;
+      const float a = sxl / sl2;
+      if (!(a == a) || a == 0.0f) continue;
+      const float inv = 1.0f / a;
+      float err = 0.0f;
+      for (uint32_t i = 0; i < n; ++i) {
+        const float l = clamp_level(roundf(x[i] * inv) + 32.0f, 63.0f) - 32.0f;
+        const float e = a * l - x[i];
+        err += w[i] * e * e;
+      }
+      if (err < best_err) {
+        best_err = err;
+        best_a = a;
+      }
+    }
+  }
+  return best_a;
+}
+
+}  // namespace
+
+void quantize_row_q6k(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* d,
+                      int8_t* sc) {
+  const size_t groups = padded_cols(cols) / kQuantGroup;
+  const size_t supers = q6k_supers(cols);
+  constexpr uint32_t kSub = kQuantGroup / 2;
+  memset(sc, 0, supers * kQ6kSubsPerSuper);
+  memset(high, 0, groups * (kQuantGroup / 4));
+  for (size_t s = 0; s < supers; ++s) {
+    const size_t g0 = s * kQ4kSuperGroups;
+    const uint32_t nsub = 2 * static_cast<uint32_t>(
+        groups - g0 < kQ4kSuperGroups ? groups - g0 : kQ4kSuperGroups);
+    float v[kQ6kSubsPerSuper][kSub] = {}, a[kQ6kSubsPerSuper] = {};
+    for (uint32_t b = 0; b < nsub; ++b) {
+      const size_t c0 = g0 * kQuantGroup + b * kSub;
+      const uint32_t len =
+          c0 >= cols ? 0 : static_cast<uint32_t>(cols - c0 < kSub ? cols - c0 : kSub);
+      float ss = 0.0f, w[kSub];
+      for (uint32_t j = 0; j < len; ++j) {
+        const float f = x[c0 + j];
+        v[b][j] = f - f == 0.0f ? f : 0.0f;  // NaN / inf -> 0
+        ss += v[b][j] * v[b][j];
+      }
+      const float av = len ? sqrtf(ss / static_cast<float>(len)) : 0.0f;
+      for (uint32_t j = 0; j < len; ++j) w[j] = av + fabsf(v[b][j]);
+      a[b] = fit_sub_q6k(v[b], w, len);
+    }
+    // The scale of largest magnitude maps to -128 (int8's extra level), as GGUF Q6_K does.
+    float m = 0.0f;
+    for (uint32_t b = 0; b < nsub; ++b) {
+      if (fabsf(a[b]) > fabsf(m)) m = a[b];
+    }
+    d[s] = f32_to_fp16(m / -128.0f);
+    const float step = fp16_to_f32(d[s]);
+    int8_t* scs = sc + s * kQ6kSubsPerSuper;
+    for (uint32_t b = 0; b < nsub; ++b) {
+      // The nearest int8 level and its neighbours: the one whose values are closest to the
+      // sub-block's (squared error, as stored) wins.
+      const float l0 = step != 0.0f ? roundf(a[b] / step) : 0.0f;
+      const int base = static_cast<int>(clamp_level(l0 + 128.0f, 255.0f)) - 128;
+      uint8_t q[kSub], trial[kSub];
+      memset(q, 32, sizeof q);  // value 0, should no level be finite
+      float best = INFINITY;
+      int best_l = base;
+      for (int dl = -1; dl <= 1; ++dl) {
+        const int l = base + dl;
+        if (l < -128 || l > 127) continue;
+        const float scale = step * static_cast<float>(l);
+        const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+        float err = 0.0f;
+        for (uint32_t j = 0; j < kSub; ++j) {
+          const float lv = clamp_level(roundf(v[b][j] * inv) + 32.0f, 63.0f);
+          trial[j] = static_cast<uint8_t>(lv);
+          const float e = scale * (lv - 32.0f) - v[b][j];
+          err += e * e;
+        }
+        if (err < best) {
+          best = err;
+          best_l = l;
+          memcpy(q, trial, sizeof q);
+        }
+      }
+      scs[b] = static_cast<int8_t>(best_l);
+      const size_t g = g0 + b / 2;
+      uint8_t* lo = qs + g * (kQuantGroup / 2);
+      uint8_t* hi = high + g * (kQuantGroup / 4);
+      for (uint32_t j = 0; j < kSub; ++j) {
+        const uint32_t k = (b % 2) * kSub + j;  // value index within the group
+        if (b % 2 == 0) {
+          lo[j] = static_cast<uint8_t>((lo[j] & 0xf0) | (q[j] & 0x0f));
+        } else {
+          lo[j] = static_cast<uint8_t>((lo[j] & 0x0f) | ((q[j] & 0x0f) << 4));
+        }
+        hi[k % 8] = static_cast<uint8_t>(hi[k % 8] | ((q[j] >> 4) << (2 * (k / 8))));
+      }
+    }
+  }
+}
+
 void dequantize_row_q8(const int8_t* qs, const uint16_t* scales, size_t cols, float* out) {
   for (size_t i = 0; i < cols; ++i) {
     out[i] = static_cast<float>(qs[i]) * fp16_to_f32(scales[i / kQuantGroup]);
@@ -260,6 +392,17 @@ void dequantize_row_q4k(const uint8_t* qs, const uint16_t* dm, const uint8_t* su
     const float dl = fp16_to_f32(dm[2 * s]) * static_cast<float>(subs[16 * s + k]);
     const float ml = fp16_to_f32(dm[2 * s + 1]) * static_cast<float>(subs[16 * s + 8 + k]);
     out[i] = dl * q - ml;
+  }
+}
+
+void dequantize_row_q6k(const uint8_t* qs, const uint8_t* high, const uint16_t* d,
+                        const int8_t* sc, size_t cols, float* out) {
+  for (size_t i = 0; i < cols; ++i) {
+    const size_t g = i / kQuantGroup, s = g / kQ4kSuperGroups, k = g % kQ4kSuperGroups;
+    const unsigned j = static_cast<unsigned>(i % kQuantGroup);
+    const int q = q6k_level(qs + g * (kQuantGroup / 2), high + g * (kQuantGroup / 4), j);
+    const float dl = fp16_to_f32(d[s]) * static_cast<float>(sc[s * kQ6kSubsPerSuper + 2 * k + j / 16]);
+    out[i] = dl * static_cast<float>(q - 32);
   }
 }
 

@@ -25,6 +25,12 @@ inline uint64_t q4k_supers(uint64_t cols) {
 }
 uint64_t q4k_subs_offset(uint64_t rows, uint64_t cols);
 
+// Q6K (schema/model.fbs): super-blocks as Q4K's; byte offsets of the high-bits plane and the sc
+// plane inside the tensor's data (its d plane is at quant_scales_offset).
+inline uint64_t q6k_supers(uint64_t cols) { return q4k_supers(cols); }
+uint64_t q6k_high_offset(uint64_t rows, uint64_t cols);
+uint64_t q6k_subs_offset(uint64_t rows, uint64_t cols);
+
 // Exact bytes a tensor of this type and shape occupies, or 0 if it would overflow 2^62.
 // Callers check rows, cols < 2^32 first.
 uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols);
@@ -45,11 +51,28 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
 // Non-finite values quantize as 0.
 void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, uint8_t* subs);
 
+// Q6K (schema/model.fbs): one row into padded_cols(cols) / 2 bytes of low nibbles,
+// padded_cols(cols) / 4 bytes of high bits, q6k_supers(cols) f16 d and q6k_supers(cols) * 16
+// int8 sc. Per 16 values a signed scale is fitted by a least-squares search over rounding grids
+// (as Q4K's), each super-block's scales are quantized to int8 steps of an f16 d (the nearest
+// level or a neighbour, whichever stores the sub-block closest), and the values re-rounded with
+// the scales as stored. Non-finite values quantize as 0.
+void quantize_row_q6k(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* d,
+                      int8_t* sc);
+
 // Dequantize `cols` values of one row (the padding is not written).
 void dequantize_row_q8(const int8_t* qs, const uint16_t* scales, size_t cols, float* out);
 void dequantize_row_q4(const uint8_t* qs, const uint16_t* scales, size_t cols, float* out);
 void dequantize_row_q4k(const uint8_t* qs, const uint16_t* dm, const uint8_t* subs, size_t cols,
                         float* out);
+void dequantize_row_q6k(const uint8_t* qs, const uint8_t* high, const uint16_t* d,
+                        const int8_t* sc, size_t cols, float* out);
+
+// Q6K's q in [0, 63] of value j (< 32) of a group: its low nibble and its 2 high bits.
+inline int q6k_level(const uint8_t* group_qs, const uint8_t* group_high, unsigned j) {
+  const int low = j < 16 ? (group_qs[j] & 0x0f) : (group_qs[j - 16] >> 4);
+  return low | (((group_high[j % 8] >> (2 * (j / 8))) & 3) << 4);
+}
 
 }  // namespace ringlm::internal
 

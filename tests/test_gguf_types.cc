@@ -544,17 +544,20 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
   }
 }
 
-// q4k's own quantizer (quantize_row_q4k, for --quant q4k from float sources) against
-// llama.cpp's Q4_K quantizer on the same weights: rand256.Q4_K.gguf is llama-quantize's Q4_K of
-// rand256.f32.gguf (no importance matrix). The relative RMS error of all 2-D weights must not be
-// worse than llama.cpp's (both figures computed here, from the files).
-TEST(GgufTypes, Q4kQuantizerIsAsGoodAsLlamaCpps) {
+// Our own quantizers (quantize_row_q4k / _q6k, for --quant q4k / q6k from float sources) against
+// llama.cpp's Q4_K / Q6_K quantizers on the same weights: rand256.Q4_K.gguf is llama-quantize's
+// Q4_K of rand256.f32.gguf (no importance matrix), and so on. The relative RMS error of all 2-D
+// weights must not be worse than llama.cpp's (both figures computed here, from the files).
+//
+// Relative RMS error of our quantizer (`q6k` false: q4k, true: q6k) and of llama.cpp's
+// (rand256.<gguf_type>.gguf, GGUF type id `type_id`) on rand256's 2-D float weights.
+void quantizer_vs_llama_cpp(bool q6k, const char* gguf_type, uint32_t type_id, double* ours,
+                            double* theirs) {
   const std::string dir = ringlm_test::shared_path("gguf-types");
-  if (dir.empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
   std::vector<conv::GgufTensor> src, ref;
   std::string err;
   ASSERT_TRUE(conv::read_gguf_tensors(dir + "/rand256.f32.gguf", &src, &err)) << err;
-  ASSERT_TRUE(conv::read_gguf_tensors(dir + "/rand256.Q4_K.gguf", &ref, &err)) << err;
+  ASSERT_TRUE(conv::read_gguf_tensors(dir + "/rand256." + gguf_type + ".gguf", &ref, &err)) << err;
   std::map<std::string, const conv::GgufTensor*> ref_of;
   for (const conv::GgufTensor& t : ref) ref_of[t.name] = &t;
   double x2 = 0, ours2 = 0, theirs2 = 0;
@@ -563,30 +566,54 @@ TEST(GgufTypes, Q4kQuantizerIsAsGoodAsLlamaCpps) {
     if (src[i].ne.size() != 2) continue;
     ASSERT_TRUE(ref_of.count(src[i].name)) << src[i].name;
     const conv::GgufTensor& rt = *ref_of[src[i].name];
-    ASSERT_EQ(rt.type, 12u) << rt.name;  // Q4_K
+    ASSERT_EQ(rt.type, type_id) << rt.name;
     ++n_matrices;
-    std::vector<float> x, theirs;
+    std::vector<float> x, theirs_v;
     ASSERT_TRUE(src[i].load_f32(&x, &err)) << err;
-    ASSERT_TRUE(rt.load_f32(&theirs, &err)) << err;
+    ASSERT_TRUE(rt.load_f32(&theirs_v, &err)) << err;
     const size_t cols = src[i].ne[0], rows = src[i].ne[1];
-    std::vector<uint8_t> qs(padded_cols(cols) / 2);
+    std::vector<uint8_t> qs(padded_cols(cols) / 2), high(padded_cols(cols) / 4);
     std::vector<uint16_t> dm(2 * q4k_supers(cols));
     std::vector<uint8_t> subs(16 * q4k_supers(cols));
     std::vector<float> back(cols);
     for (size_t r = 0; r < rows; ++r) {
       const float* row = x.data() + r * cols;
-      quantize_row_q4k(row, cols, qs.data(), dm.data(), subs.data());
-      dequantize_row_q4k(qs.data(), dm.data(), subs.data(), cols, back.data());
+      if (q6k) {
+        int8_t* sc = reinterpret_cast<int8_t*>(subs.data());
+        quantize_row_q6k(row, cols, qs.data(), high.data(), dm.data(), sc);
+        dequantize_row_q6k(qs.data(), high.data(), dm.data(), sc, cols, back.data());
+      } else {
+        quantize_row_q4k(row, cols, qs.data(), dm.data(), subs.data());
+        dequantize_row_q4k(qs.data(), dm.data(), subs.data(), cols, back.data());
+      }
       for (size_t c = 0; c < cols; ++c) {
+        const double t = theirs_v[r * cols + c];
         x2 += static_cast<double>(row[c]) * row[c];
         ours2 += (static_cast<double>(back[c]) - row[c]) * (back[c] - row[c]);
-        theirs2 += (static_cast<double>(theirs[r * cols + c]) - row[c]) * (theirs[r * cols + c] - row[c]);
+        theirs2 += (t - row[c]) * (t - row[c]);
       }
     }
   }
   EXPECT_EQ(n_matrices, 16u);
-  const double ours = sqrt(ours2 / x2), theirs = sqrt(theirs2 / x2);
+  *ours = sqrt(ours2 / x2);
+  *theirs = sqrt(theirs2 / x2);
+}
+
+TEST(GgufTypes, Q4kQuantizerIsAsGoodAsLlamaCpps) {
+  if (ringlm_test::shared_path("gguf-types").empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
+  double ours = 0, theirs = 0;
+  ASSERT_NO_FATAL_FAILURE(quantizer_vs_llama_cpp(false, "Q4_K", 12, &ours, &theirs));
   printf("[q4k] relative RMS error of rand256's 2-D weights: ringlm q4k %.5f, llama.cpp Q4_K %.5f\n",
+         ours, theirs);
+  EXPECT_GT(ours, 0.0);
+  EXPECT_LE(ours, theirs);
+}
+
+TEST(GgufTypes, Q6kQuantizerIsAsGoodAsLlamaCpps) {
+  if (ringlm_test::shared_path("gguf-types").empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
+  double ours = 0, theirs = 0;
+  ASSERT_NO_FATAL_FAILURE(quantizer_vs_llama_cpp(true, "Q6_K", 14, &ours, &theirs));
+  printf("[q6k] relative RMS error of rand256's 2-D weights: ringlm q6k %.5f, llama.cpp Q6_K %.5f\n",
          ours, theirs);
   EXPECT_GT(ours, 0.0);
   EXPECT_LE(ours, theirs);

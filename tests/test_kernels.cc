@@ -88,6 +88,106 @@ TEST(Quant, Q4kSurvivesValuesNearFloatsLimit) {
   }
 }
 
+// One row of q6k: its planes (schema/model.fbs) and the values they decode to.
+struct Q6kRow {
+  std::vector<uint8_t> qs, high;
+  std::vector<uint16_t> d;
+  std::vector<int8_t> sc;
+  std::vector<float> back;
+  explicit Q6kRow(const std::vector<float>& x)
+      : qs(padded_cols(x.size()) / 2), high(padded_cols(x.size()) / 4), d(q6k_supers(x.size())),
+        sc(16 * q6k_supers(x.size())), back(x.size()) {
+    quantize_row_q6k(x.data(), x.size(), qs.data(), high.data(), d.data(), sc.data());
+    dequantize_row_q6k(qs.data(), high.data(), d.data(), sc.data(), x.size(), back.data());
+  }
+};
+
+// q6k's error on Gaussian rows is 6-bit rounding's (step ~ 2 * 1.8 sd / 63 per 16 values: ~1.7 %
+// relative RMSE; test_gguf_types compares it with llama.cpp's Q6_K on the same weights); padding
+// decodes to 0 (q = 32) and missing groups' scales are 0.
+TEST(Quant, Q6kRowErrorIsBoundedAndPaddingIsZero) {
+  for (size_t cols : {16u, 32u, 172u, 300u, 576u, 1000u}) {
+    const std::vector<float> x = random_vec(cols, static_cast<uint32_t>(cols) + 6);
+    const Q6kRow q(x);
+    EXPECT_LT(rel_rmse(x, q.back), 0.02) << cols;
+    for (size_t c = cols; c < padded_cols(cols); ++c) {
+      EXPECT_EQ(q6k_level(q.qs.data() + (c / 32) * 16, q.high.data() + (c / 32) * 8, c % 32), 32)
+          << cols << " padding " << c;
+    }
+    const size_t groups = padded_cols(cols) / 32;
+    for (size_t g = groups; g < 8 * q6k_supers(cols); ++g) {
+      EXPECT_EQ(q.sc[2 * g], 0);
+      EXPECT_EQ(q.sc[2 * g + 1], 0);
+    }
+  }
+}
+
+// Values near float's limit and subnormals: every level stays defined (UBSan checks the float ->
+// integer casts) and the row decodes.
+TEST(Quant, Q6kSurvivesValuesNearFloatsLimit) {
+  const float big = 3.0e38f;
+  const float rows[][4] = {{big, -big, big, -big}, {big, big, big, big}, {-big, 0.0f, 1.0f, big},
+                           {1e-45f, -1e-45f, 0.0f, 1e-40f}};
+  for (const auto& pattern : rows) {
+    std::vector<float> x(300);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = pattern[i % 4];
+    const Q6kRow q(x);
+    for (size_t c = 0; c < x.size(); ++c) {
+      const int l = q6k_level(q.qs.data() + (c / 32) * 16, q.high.data() + (c / 32) * 8, c % 32);
+      EXPECT_TRUE(l >= 0 && l <= 63);
+    }
+  }
+}
+
+// The reference Q6K matmul against a double oracle over the dequantized values and activations.
+TEST(KernelsRef, Q6kMatmulMatchesDoubleOracle) {
+  const KernelTable* k = kernels_ref();
+  for (uint32_t cols : {32u, 172u, 300u, 1000u}) {
+    const uint32_t rows = 11, n = 3;
+    const uint32_t cp = static_cast<uint32_t>(padded_cols(cols)), supers =
+        static_cast<uint32_t>(q6k_supers(cols));
+    const std::vector<float> w = random_vec(size_t{rows} * cols, cols, 0.1f);
+    const std::vector<float> x = random_vec(size_t{n} * cols, cols + 1);
+    std::vector<int8_t> xq(n * cp);
+    std::vector<float> xs(n * cp / 32);
+    k->quantize_acts(x.data(), n, cols, cp, xq.data(), xs.data());
+    std::vector<uint8_t> qs(size_t{rows} * cp / 2), high(size_t{rows} * cp / 4);
+    std::vector<uint16_t> d(size_t{rows} * supers);
+    std::vector<int8_t> sc(size_t{rows} * supers * 16);
+    std::vector<float> wd(size_t{rows} * cols);
+    for (uint32_t r = 0; r < rows; ++r) {
+      const Q6kRow q(std::vector<float>(w.begin() + size_t{r} * cols, w.begin() + size_t{r + 1} * cols));
+      memcpy(qs.data() + size_t{r} * cp / 2, q.qs.data(), cp / 2);
+      memcpy(high.data() + size_t{r} * cp / 4, q.high.data(), cp / 4);
+      memcpy(d.data() + size_t{r} * supers, q.d.data(), supers * 2);
+      memcpy(sc.data() + size_t{r} * supers * 16, q.sc.data(), supers * 16);
+      memcpy(wd.data() + size_t{r} * cols, q.back.data(), cols * 4);
+    }
+    WeightView v;
+    v.type = WeightType::Q6K;
+    v.rows = rows;
+    v.cols = cols;
+    v.row_stride = cp;
+    v.data = qs.data();
+    v.high = high.data();
+    v.scales = d.data();
+    v.subs = reinterpret_cast<const uint8_t*>(sc.data());
+    std::vector<float> y(size_t{n} * rows, -1.0f);
+    k->matmul_q6k(v, QuantActs{xq.data(), xs.data(), cp}, n, y.data(), 0, rows);
+    for (uint32_t t = 0; t < n; ++t) {
+      for (uint32_t r = 0; r < rows; ++r) {
+        double ref = 0, mag = 0;
+        for (uint32_t c = 0; c < cols; ++c) {
+          const double xv = xq[t * cp + c] * static_cast<double>(xs[t * cp / 32 + c / 32]);
+          ref += wd[r * cols + c] * xv;
+          mag += fabs(wd[r * cols + c] * xv);
+        }
+        EXPECT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-30) << cols << " " << t << " " << r;
+      }
+    }
+  }
+}
+
 TEST(Quant, Q4LargestMagnitudeMapsToMinusEight) {
   std::vector<float> x(32, 0.5f);
   x[7] = -3.0f;

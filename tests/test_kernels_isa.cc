@@ -5,7 +5,7 @@
 // Tolerances (what differs from ref is only float summation order and fused multiply-adds):
 //   quantize_acts                bit-exact (qs and scales)
 //   matmul_q8 / matmul_q4        |y - ref| <= 1e-5 * sum_g |w_scale_g x_scale_g| sum_j |w_j x_j|
-//   / matmul_q4k                 (q4k: + sum_g |min_g x_sum_g|, its min term)
+//   / matmul_q4k / matmul_q6k    (q4k: + sum_g |min_g x_sum_g|, its min term; q6k: per 16 values)
 //                                (int32 partial dot products are exact; only the scaled sum is
 //                                reordered). And bit-exact with unit scales while every partial
 //                                sum stays below 2^24 (all float sums exact): the integer dot
@@ -93,6 +93,8 @@ struct QuantCase {
   std::vector<int8_t> xq;
   std::vector<float> xs;
   std::vector<uint8_t> subs;  // Q4K: (rows, supers, 16) sc[8], m[8]; scales: (rows, supers, 2)
+                              // Q6K: (rows, supers, 16) int8 sc; scales: (rows, supers) d
+  std::vector<uint8_t> high;  // Q6K: (rows, stride / 4) the high 2 bits
   std::vector<float> sums;    // Q4K: (n, groups) xs * sum of the group's xq
   uint32_t n_tok;
 
@@ -104,7 +106,11 @@ struct QuantCase {
     data.resize(bytes);
     std::uniform_int_distribution<int> byte(0, 255);
     for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-    // Padding past cols holds zeros, as the encodings require.
+    if (t == WeightType::Q6K) {
+      high.resize(size_t{rows} * stride / 4);
+      for (uint8_t& b : high) b = static_cast<uint8_t>(byte(rng));
+    }
+    // Padding past cols holds zeros, as the encodings require (Q6K: q = 32, high bits 2).
     for (uint32_t row = 0; row < rows; ++row) {
       for (uint32_t col = cols; col < stride; ++col) {
         if (t == WeightType::Q8) {
@@ -112,6 +118,11 @@ struct QuantCase {
         } else {
           uint8_t& b = data[size_t{row} * stride / 2 + (col / 32) * 16 + (col % 32) % 16];
           b &= (col % 32) < 16 ? 0xf0 : 0x0f;
+        }
+        if (t == WeightType::Q6K) {
+          const uint32_t j = col % 32, shift = 2 * (j / 8);
+          uint8_t& h = high[size_t{row} * stride / 4 + (col / 32) * 8 + j % 8];
+          h = static_cast<uint8_t>((h & ~(3u << shift)) | (2u << shift));
         }
       }
     }
@@ -124,6 +135,15 @@ struct QuantCase {
       for (size_t i = 0; i < subs.size(); ++i) {
         const uint32_t g = static_cast<uint32_t>((i / 16) % supers()) * 8 + i % 8;
         subs[i] = g < stride / 32 ? static_cast<uint8_t>(level(rng)) : 0;
+      }
+    } else if (t == WeightType::Q6K) {
+      // Random d (any sign) and int8 scales (every value); 0 for the groups a short super-block
+      // lacks.
+      scales.resize(size_t{rows} * supers());
+      subs.resize(size_t{rows} * supers() * 16);
+      for (size_t i = 0; i < subs.size(); ++i) {
+        const uint32_t g = static_cast<uint32_t>((i / 16) % supers()) * 8 + (i % 16) / 2;
+        subs[i] = g < stride / 32 ? static_cast<uint8_t>(byte(rng)) : 0;
       }
     } else {
       scales.resize(size_t{rows} * stride / 32);
@@ -153,7 +173,8 @@ struct QuantCase {
     v.rows = rows;
     v.cols = cols;
     v.row_stride = stride;
-    if (type == WeightType::Q4K) v.subs = subs.data();
+    if (type == WeightType::Q4K || type == WeightType::Q6K) v.subs = subs.data();
+    if (type == WeightType::Q6K) v.high = high.data();
     return v;
   }
   QuantActs acts(uint32_t tok0 = 0) const {
@@ -163,14 +184,23 @@ struct QuantCase {
 
   int w(uint32_t r, uint32_t c) const {
     if (type == WeightType::Q8) return static_cast<int8_t>(data[size_t{r} * stride + c]);
+    if (type == WeightType::Q6K) {
+      return q6k_level(data.data() + size_t{r} * stride / 2 + (c / 32) * 16,
+                       high.data() + size_t{r} * stride / 4 + (c / 32) * 8, c % 32) - 32;
+    }
     if (type == WeightType::Q4K) {
       const uint8_t b = data[size_t{r} * stride / 2 + (c / 32) * 16 + (c % 32) % 16];
       return (c % 32) < 16 ? (b & 15) : (b >> 4);
     }
     return q4_get(data.data() + size_t{r} * stride / 2 + (c / 32) * 16, c % 32);
   }
-  // Group g's weight scale (Q4K: d * sc) and min (Q4K: dmin * m; 0 otherwise).
-  float w_scale(uint32_t r, uint32_t g) const {
+  // Group g's weight scale (Q4K: d * sc; Q6K: of value j's sub-block) and min (Q4K: dmin * m;
+  // 0 otherwise).
+  float w_scale(uint32_t r, uint32_t g, uint32_t j = 0) const {
+    if (type == WeightType::Q6K) {
+      const size_t sb = size_t{r} * supers() + g / 8;
+      return fp16_to_f32(scales[sb]) * static_cast<int8_t>(subs[16 * sb + 2 * (g % 8) + j / 16]);
+    }
     if (type != WeightType::Q4K) return fp16_to_f32(scales[size_t{r} * stride / 32 + g]);
     const size_t sb = size_t{r} * supers() + g / 8;
     return fp16_to_f32(scales[2 * sb]) * subs[16 * sb + g % 8];
@@ -184,22 +214,30 @@ struct QuantCase {
   double magnitude(uint32_t r, uint32_t t) const {
     double m = 0;
     for (uint32_t g = 0; g < stride / 32; ++g) {
-      int64_t asum = 0;
-      for (uint32_t j = 0; j < 32; ++j)
-        asum += abs(w(r, g * 32 + j) * xq[size_t{t} * stride + g * 32 + j]);
-      m += fabs(static_cast<double>(asum) * w_scale(r, g) * xs[size_t{t} * stride / 32 + g]);
+      for (uint32_t half = 0; half < 2; ++half) {  // Q6K's scale may differ per 16 values
+        int64_t asum = 0;
+        for (uint32_t j = 16 * half; j < 16 * half + 16; ++j)
+          asum += abs(w(r, g * 32 + j) * xq[size_t{t} * stride + g * 32 + j]);
+        m += fabs(static_cast<double>(asum) * w_scale(r, g, 16 * half) *
+                  xs[size_t{t} * stride / 32 + g]);
+      }
       m += fabs(static_cast<double>(w_min(r, g)) * sums[size_t{t} * stride / 32 + g]);
     }
     return m;
   }
   // Unit scales and full-range activations (-127..127): results are exact integers. Q4K: d =
-  // dmin = 1 with levels 0..3, so a group adds at most 3 * 15 * 127 * 32 + 3 * 127 * 32.
+  // dmin = 1 with levels 0..3, so a group adds at most 3 * 15 * 127 * 32 + 3 * 127 * 32; Q6K:
+  // d = 1 with sc in [-3, 3], at most 3 * 32 * 127 * 32.
   void unit_scales(std::mt19937& rng) {
     for (uint16_t& s : scales) s = 0x3c00;  // 1.0
     for (float& s : xs) s = 1.0f;
     std::uniform_int_distribution<int> q(-127, 127);
     for (size_t i = 0; i < xq.size(); ++i) xq[i] = (i % stride) < cols ? static_cast<int8_t>(q(rng)) : 0;
-    for (uint8_t& l : subs) l &= 3;
+    if (type == WeightType::Q6K) {
+      for (uint8_t& l : subs) l = static_cast<uint8_t>(static_cast<int8_t>(l) % 4);
+    } else {
+      for (uint8_t& l : subs) l &= 3;
+    }
     make_sums();
   }
 };
@@ -251,11 +289,14 @@ void check_rows_untouched(const std::vector<float>& y, uint32_t rows, uint32_t n
 
 using QuantFn = void (*)(const WeightView&, const QuantActs&, uint32_t, float*, uint32_t, uint32_t);
 QuantFn quant_fn(const KernelTable* k, WeightType t) {
-  return t == WeightType::Q8 ? k->matmul_q8 : t == WeightType::Q4 ? k->matmul_q4 : k->matmul_q4k;
+  return t == WeightType::Q8    ? k->matmul_q8
+         : t == WeightType::Q4  ? k->matmul_q4
+         : t == WeightType::Q4K ? k->matmul_q4k
+                                : k->matmul_q6k;
 }
 
 void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : 44);
+  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : type == WeightType::Q4K ? 44 : 66);
   int checked = 0;
   for (const Shape& s : matmul_shapes()) {
     const QuantCase qc(rng, type, s.rows, s.cols, s.n);
@@ -280,10 +321,10 @@ void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType 
   EXPECT_GT(checked, 1000);
 }
 
-// With unit scales every partial sum is an integer below 2^24 (q8, q4k: cols <= 1024, q4: any),
+// With unit scales every partial sum is an integer below 2^24 (q8, q4k, q6k: cols <= 1024, q4: any),
 // so every summation order gives the same float: ISA == ref bit for bit.
 void test_quant_exact(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : 441);
+  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : type == WeightType::Q4K ? 441 : 661);
   for (const Shape& s : matmul_shapes()) {
     if (type != WeightType::Q4 && s.cols > 1024) continue;
     QuantCase qc(rng, type, s.rows, s.cols, s.n);
@@ -351,8 +392,8 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
       WeightView v;
       std::vector<float> wf, x = normal(rng, size_t{n} * cols, 1.0f);
       std::vector<uint16_t> wh;
-      const bool quant =
-          type == WeightType::Q8 || type == WeightType::Q4 || type == WeightType::Q4K;
+      const bool quant = type == WeightType::Q8 || type == WeightType::Q4 ||
+                         type == WeightType::Q4K || type == WeightType::Q6K;
       QuantCase qc(rng, quant ? type : WeightType::Q8, rows, cols, n);
       if (quant) {
         v = qc.view();
@@ -395,7 +436,8 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
 
 TEST_P(KernelsIsa, MatmulExactRowsEqualOneRowCalls) {
   for (WeightType t :
-       {WeightType::Q8, WeightType::Q4, WeightType::Q4K, WeightType::F32, WeightType::F16}) {
+       {WeightType::Q8, WeightType::Q4, WeightType::Q4K, WeightType::Q6K, WeightType::F32,
+        WeightType::F16}) {
     SCOPED_TRACE(static_cast<int>(t));
     test_exact_rows(k_, t);
   }
@@ -407,6 +449,8 @@ TEST_P(KernelsIsa, MatmulQ8ExactIntegers) { test_quant_exact(k_, ref_, WeightTyp
 TEST_P(KernelsIsa, MatmulQ4ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4); }
 TEST_P(KernelsIsa, MatmulQ4K) { test_quant_matmul(k_, ref_, WeightType::Q4K); }
 TEST_P(KernelsIsa, MatmulQ4KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4K); }
+TEST_P(KernelsIsa, MatmulQ6K) { test_quant_matmul(k_, ref_, WeightType::Q6K); }
+TEST_P(KernelsIsa, MatmulQ6KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q6K); }
 TEST_P(KernelsIsa, MatmulF32) { test_float_matmul(k_, ref_, false); }
 TEST_P(KernelsIsa, MatmulF16) { test_float_matmul(k_, ref_, true); }
 
@@ -715,7 +759,7 @@ TEST(KernelsSelect, OverridesAndAvailability) {
   // Every table fills every entry.
   for (size_t i = 0; i < nc; ++i) {
     const KernelTable* t = all[i];
-    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 && t->matmul_q4k &&
+    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 && t->matmul_q4k && t->matmul_q6k &&
                 t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
                 t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8 && t->attn_dot_n &&
                 t->attn_accum_n)

@@ -36,8 +36,8 @@ extern "C" {
 #endif
 
 /* Newest model file format version this library reads (it reads 1 to this). 2 adds the Q4K
- * weight encoding; writers write the lowest version that holds the file. */
-#define RLM_FORMAT_VERSION 2u
+ * weight encoding, 3 the Q6K one; writers write the lowest version that holds the file. */
+#define RLM_FORMAT_VERSION 3u
 
 typedef enum rlm_status {
   RLM_OK = 0,
