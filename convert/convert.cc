@@ -156,13 +156,18 @@ bool apply_quant_preset(const std::string& name, ModelData* md, fb::DType* base)
   *base = fb::DType::Q4K;
   if (!md) return true;
   const bool tied = md->arch.tied_embeddings;
+  const int32_t n = static_cast<int32_t>(md->arch.n_layers);
+  // llama.cpp's use_more_bits: the first and last eighth of the layers and every third between.
+  auto more_bits = [n](int32_t i) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+  };
   for (TensorData& t : md->tensors) {
     if (t.shape.size() != 2) continue;
     using R = fb::TensorRole;
-    const bool more = t.role == R::Wv || t.role == R::FfnDown || t.role == R::Output ||
-                      (tied && t.role == R::TokenEmbedding);
+    const bool output = t.role == R::Output || (tied && t.role == R::TokenEmbedding);
+    const bool more = output || ((t.role == R::Wv || t.role == R::FfnDown) && more_bits(t.layer));
     t.has_target = true;
-    t.target = more ? fb::DType::Q8 : fb::DType::Q4K;
+    t.target = more ? fb::DType::Q6K : fb::DType::Q4K;
   }
   return true;
 }

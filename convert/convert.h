@@ -83,15 +83,17 @@ bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, st
 bool write_model_file(const ModelData& model, const ConvertOptions& opts,
                       const std::string& out_path, std::string* err, ConvertStats* stats);
 
-// Name used in messages and logs: "f32", "f16", "q8", "q4", "q4k".
+// Name used in messages and logs: "f32", "f16", "q8", "q4", "q4k", "q6k".
 const char* dtype_name(fb::DType t);
-// Parses "f32" / "f16" / "q8" / "q4" / "q4k" (also "q8_0", "q4_0", "q4_k"); false if unknown.
+// Parses "f32" / "f16" / "q8" / "q4" / "q4k" / "q6k" (also "q8_0", "q4_0", "q4_k", "q6_k");
+// false if unknown.
 bool parse_dtype(const std::string& s, fb::DType* out);
 
 // Mixed-precision presets: most matrices in a base encoding, the ones quantization hurts most in
-// more bits (as llama.cpp's *_K_M presets do with Q6_K; ringlm's next step up is q8):
-//   q4k_m   q4k; attention V, FFN down and the output projection (the token embedding when it
-//           is tied to the output) in q8
+// more bits, by llama.cpp's rules for its *_K_M presets:
+//   q4k_m   q4k; the output projection (the token embedding when it is tied to the output) in
+//           q6k, and attention V and FFN down in q6k in the first and last eighth of the layers
+//           and every third layer between (llama.cpp's use_more_bits), like Q4_K_M
 // True when `name` is a preset: sets the base encoding and each 2-D tensor's target in `md`
 // (md may be null: only the name is checked).
 bool apply_quant_preset(const std::string& name, ModelData* md, fb::DType* base);

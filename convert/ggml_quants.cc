@@ -152,6 +152,18 @@ void deq_iq4_nl(const uint8_t* b, float* y) {
 
 // ---- 256-value super-blocks ------------------------------------------------------------------
 
+// Q3_K / Q6_K: x = (d * scale[i / 16]) * q[i] (ggml_symmetric_k_levels).
+void deq_symmetric_k(uint32_t type, const uint8_t* b, float* y) {
+  uint16_t dh;
+  int8_t sc[16], q[256];
+  ggml_symmetric_k_levels(type, b, &dh, sc, q);
+  const float d = fp16_to_f32(dh);
+  for (int i = 0; i < 256; ++i) {
+    const float dl = d * static_cast<float>(sc[i / 16]);
+    y[i] = dl * static_cast<float>(q[i]);
+  }
+}
+
 // Q2_K: 16 bytes of (scale | min << 4) per 16 values, 64 bytes of 2-bit quants, f16 d, f16 dmin.
 // Quant byte l of each 32-byte half holds, in bit pairs 0..3, values of four consecutive
 // 32-value runs: run k of half h (128 values) is (qs[32h + l] >> 2k) & 3 at y[128h + 32k + l].
@@ -170,30 +182,7 @@ void deq_q2_k(const uint8_t* b, float* y) {
   }
 }
 
-// Q3_K: 32 bytes hmask (high bit), 64 bytes of 2-bit quants, 12 bytes of 16 six-bit scales, f16 d.
-// Low bits as Q2_K; the high bit of y[128h + 32k + l] is bit (4h + k) of hmask[l], and a clear
-// bit subtracts 4: q in [-4, 3]. Scale s (0..15): low 4 bits from byte s (s < 8, low nibble) or
-// s - 8 (high nibble), top 2 bits from byte 8 + s % 4 at bit 2 * (s / 4); stored + 32.
-// x = (d * (scale - 32)) * q.
-void deq_q3_k(const uint8_t* b, float* y) {
-  const uint8_t* hmask = b;
-  const uint8_t* qs = b + 32;
-  const uint8_t* sb = b + 96;
-  const float d = half_at(b + 108);
-  int scales[16];
-  for (int s = 0; s < 16; ++s) {
-    const int lo = s < 8 ? (sb[s] & 0x0f) : (sb[s - 8] >> 4);
-    const int hi = (sb[8 + s % 4] >> (2 * (s / 4))) & 3;
-    scales[s] = (lo | hi << 4) - 32;
-  }
-  for (int i = 0; i < 256; ++i) {
-    const int h = i / 128, k = (i % 128) / 32, l = i % 32;
-    const int lo = (qs[32 * h + l] >> (2 * k)) & 3;
-    const int q = lo - ((hmask[l] >> (4 * h + k)) & 1 ? 0 : 4);
-    const float dl = d * static_cast<float>(scales[i / 16]);
-    y[i] = dl * static_cast<float>(q);
-  }
-}
+void deq_q3_k(const uint8_t* b, float* y) { deq_symmetric_k(kGgmlQ3_K, b, y); }
 
 inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) { ggml_scale_min_k4(j, q, sc, m); }
 
@@ -225,31 +214,7 @@ void deq_q45_k(const uint8_t* b, float* y) {
 void deq_q4_k(const uint8_t* b, float* y) { deq_q45_k<false>(b, y); }
 void deq_q5_k(const uint8_t* b, float* y) { deq_q45_k<true>(b, y); }
 
-// Q6_K: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales, f16 d. In each
-// 128-value half h (ql + 64h, qh + 32h), for l in 0..31 the four values at 128h + l + 32k
-// (k = 0..3) take their low nibble from ql[l] (k = 0: low, 2: high) or ql[l + 32] (k = 1: low,
-// 3: high) and their top bits from (qh[l] >> 2k) & 3; q = value - 32 in [-32, 31].
-// x = (d * scale[(128h + l + 32k) / 16]) * q.
-void deq_q6_k(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = half_at(b + 208);
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* l4 = ql + 64 * h;
-    const uint8_t* h2 = qh + 32 * h;
-    for (int l = 0; l < 32; ++l) {
-      for (int k = 0; k < 4; ++k) {
-        const uint8_t lb = l4[l + (k & 1) * 32];
-        const int lo = k < 2 ? (lb & 0x0f) : (lb >> 4);
-        const int q = (lo | ((h2[l] >> (2 * k)) & 3) << 4) - 32;
-        const int i = 128 * h + 32 * k + l;
-        const float dl = d * static_cast<float>(sc[i / 16]);
-        y[i] = dl * static_cast<float>(q);
-      }
-    }
-  }
-}
+void deq_q6_k(const uint8_t* b, float* y) { deq_symmetric_k(kGgmlQ6_K, b, y); }
 
 // IQ4_XS: f16 d, u16 scales_h, 4 bytes scales_l, 128 bytes of nibbles. Sub-block s (0..7, 32
 // values) has the 6-bit scale (nibble s % 2 of scales_l[s / 2]) | ((scales_h >> 2s) & 3) << 4,
@@ -369,6 +334,51 @@ void ggml_scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
   } else {
     *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
     *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q3_K: 32 bytes hmask (high bit), 64 bytes of 2-bit quants, 12 bytes of 16 six-bit scales, f16
+// d. The low bits of y[128h + 32k + l] are (qs[32h + l] >> 2k) & 3, its high bit is bit
+// (4h + k) of hmask[l], and a clear bit subtracts 4: q in [-4, 3]. Scale s (0..15): low 4 bits
+// from byte s (s < 8, low nibble) or s - 8 (high nibble), top 2 bits from byte 8 + s % 4 at bit
+// 2 * (s / 4); stored + 32.
+// Q6_K: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales, f16 d. In each
+// 128-value half h (ql + 64h, qh + 32h), for l in 0..31 the four values at 128h + l + 32k
+// (k = 0..3) take their low nibble from ql[l] (k = 0: low, 2: high) or ql[l + 32] (k = 1: low,
+// 3: high) and their top bits from (qh[l] >> 2k) & 3; q = value - 32 in [-32, 31].
+void ggml_symmetric_k_levels(uint32_t type, const uint8_t* b, uint16_t* d, int8_t* sc,
+                             int8_t* q) {
+  if (type == kGgmlQ3_K) {
+    const uint8_t* hmask = b;
+    const uint8_t* qs = b + 32;
+    const uint8_t* sb = b + 96;
+    memcpy(d, b + 108, 2);
+    for (int s = 0; s < 16; ++s) {
+      const int lo = s < 8 ? (sb[s] & 0x0f) : (sb[s - 8] >> 4);
+      const int hi = (sb[8 + s % 4] >> (2 * (s / 4))) & 3;
+      sc[s] = static_cast<int8_t>((lo | hi << 4) - 32);
+    }
+    for (int i = 0; i < 256; ++i) {
+      const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+      const int low = (qs[32 * h + l] >> (2 * k)) & 3;
+      q[i] = static_cast<int8_t>(low - ((hmask[l] >> (4 * h + k)) & 1 ? 0 : 4));
+    }
+    return;
+  }
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  memcpy(sc, b + 192, 16);
+  memcpy(d, b + 208, 2);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* l4 = ql + 64 * h;
+    const uint8_t* h2 = qh + 32 * h;
+    for (int l = 0; l < 32; ++l) {
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t lb = l4[l + (k & 1) * 32];
+        const int lo = k < 2 ? (lb & 0x0f) : (lb >> 4);
+        q[128 * h + 32 * k + l] = static_cast<int8_t>((lo | ((h2[l] >> (2 * k)) & 3) << 4) - 32);
+      }
+    }
   }
 }
 

@@ -61,6 +61,12 @@ bool ggml_dequantize(uint32_t type, const uint8_t* src, uint64_t n, float* dst);
 // scale bytes.
 void ggml_scale_min_k4(int j, const uint8_t* q, int* sc, int* m);
 
+// A Q3_K or Q6_K super-block (256 values) as its f16 d, 16 int8 scales and 256 levels q in
+// [-32, 31]: value i is (d * sc[i / 16]) * q[i], each product rounded to float32 (ggml's
+// dequantization; Q3_K's q lie in [-4, 3], its scales in [-32, 31]). `type` is one of the two.
+void ggml_symmetric_k_levels(uint32_t type, const uint8_t* block, uint16_t* d, int8_t* sc,
+                             int8_t* q);
+
 }  // namespace conv
 }  // namespace ringlm::internal
 

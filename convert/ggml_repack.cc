@@ -15,6 +15,7 @@ bool ggml_exact_repack_target(uint32_t type, fb::DType* out) {
     case kGgmlQ8_0: case kGgmlQ5_0: case kGgmlIQ4_NL: *out = fb::DType::Q8; return true;
     case kGgmlQ4_0: *out = fb::DType::Q4; return true;
     case kGgmlQ4_K: *out = fb::DType::Q4K; return true;
+    case kGgmlQ6_K: case kGgmlQ3_K: *out = fb::DType::Q6K; return true;
     default: return false;
   }
 }
@@ -49,11 +50,44 @@ void repack_q4_k(const uint8_t* src, uint64_t rows, uint64_t cols, std::vector<u
   }
 }
 
+// Q6_K / Q3_K super-blocks (256 values; cols a multiple of 256) -> Q6K planes: d and the 16
+// int8 scales as they are (the same order: one per 16 values), each level q + 32 split into the
+// low-nibble and high-bit planes (schema/model.fbs). Both types' values are (d * sc) * q, which
+// is what Q6K computes (Q3_K's q in [-4, 3] and scales in [-32, 31] are a sub-range of Q6K's).
+void repack_symmetric_k(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols,
+                        std::vector<uint8_t>* out) {
+  out->assign(static_cast<size_t>(tensor_data_bytes(WeightType::Q6K, rows, cols)), 0);
+  uint8_t* qs = out->data();
+  uint8_t* high = out->data() + q6k_high_offset(rows, cols);
+  uint8_t* d = out->data() + quant_scales_offset(WeightType::Q6K, rows, cols);
+  uint8_t* sc = out->data() + q6k_subs_offset(rows, cols);
+  uint32_t bv = 0, bb = 0;
+  ggml_block_geometry(type, &bv, &bb);
+  const uint64_t n_blocks = rows * cols / 256;  // row-major: block b is super-block b of the plane
+  for (uint64_t b = 0; b < n_blocks; ++b) {
+    uint16_t dh;
+    int8_t s16[16], q[256];
+    ggml_symmetric_k_levels(type, src + b * bb, &dh, s16, q);
+    memcpy(d + b * 2, &dh, 2);
+    memcpy(sc + b * kQ6kSubsPerSuper, s16, kQ6kSubsPerSuper);
+    for (uint32_t g = 0; g < kQ4kSuperGroups; ++g) {
+      uint8_t* lo = qs + (b * kQ4kSuperGroups + g) * 16;
+      uint8_t* hi = high + (b * kQ4kSuperGroups + g) * 8;
+      for (uint32_t j = 0; j < 32; ++j) {
+        const uint32_t u = static_cast<uint32_t>(q[32 * g + j] + 32);  // [0, 63]
+        lo[j % 16] = static_cast<uint8_t>(lo[j % 16] | (u & 15u) << (j < 16 ? 0 : 4));
+        hi[j % 8] = static_cast<uint8_t>(hi[j % 8] | (u >> 4) << (2 * (j / 8)));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void ggml_repack(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols,
                  std::vector<uint8_t>* out) {
   if (type == kGgmlQ4_K) return repack_q4_k(src, rows, cols, out);
+  if (type == kGgmlQ6_K || type == kGgmlQ3_K) return repack_symmetric_k(type, src, rows, cols, out);
   fb::DType target = fb::DType::F32;
   ggml_exact_repack_target(type, &target);
   const WeightType wt = target == fb::DType::Q8 ? WeightType::Q8 : WeightType::Q4;

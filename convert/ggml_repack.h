@@ -9,6 +9,8 @@
 //   IQ4_NL -> q8: the nibble's level (an int8 in [-127, 113]) becomes the int8 quant.
 //   Q4_K   -> q4k: d, dmin, the 6-bit scales and mins unpacked to bytes, the nibbles regrouped
 //             (q4k is Q4_K's arithmetic in a layout for our kernels: schema/model.fbs).
+//   Q6_K   -> q6k: d and the int8 scales as they are, the 6-bit levels split into planes.
+//   Q3_K   -> q6k: the same, its 3-bit levels and 6-bit scales being a sub-range of Q6_K's.
 //
 // In each case ggml's value, float(int) * d (IQ4_NL: d * float(level)), is the same float32
 // product the runtime forms from the stored int8 / int4 and f16 scale, so the repacked tensor
@@ -26,10 +28,11 @@
 namespace ringlm::internal {
 namespace conv {
 
-// The ringlm encoding a tensor of ggml `type` repacks into exactly (q8, q4, q4k); false if none.
+// The ringlm encoding a tensor of ggml `type` repacks into exactly (q8, q4, q4k, q6k); false if
+// none.
 bool ggml_exact_repack_target(uint32_t type, fb::DType* out);
 
-// Repacks the blocks of `type` at `src` (cols a multiple of the type's block: 32, Q4_K 256;
+// Repacks the blocks of `type` at `src` (cols a multiple of the type's block: 32, K-quants 256;
 // `type` one that ggml_exact_repack_target accepts) into the tensor data of a rows x cols matrix.
 void ggml_repack(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols,
                  std::vector<uint8_t>* out);

@@ -163,6 +163,37 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
       }
       return;
     }
+    case fb::DType::Q6K: {
+      // Levels round(v / 4) + 32 in [0, 63]; every sub-block's sc = 1 with d = 4 s, so value =
+      // d (q - 32): the int8 grid at a quarter of its resolution, in Q6K's encoding.
+      int32_t v[kQuantGroup];
+      uint8_t* high = o + q6k_high_offset(rows, cols);
+      for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
+        for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
+        uint8_t* q = o + grp * (kQuantGroup / 2);
+        uint8_t* h = high + grp * (kQuantGroup / 4);
+        for (uint32_t j = 0; j < kQuantGroup; ++j) {
+          int32_t l = ((v[j] + 2) >> 2) + 32;
+          l = l < 0 ? 0 : l > 63 ? 63 : l;
+          q[j % 16] = static_cast<uint8_t>(q[j % 16] | (l & 15) << (j < 16 ? 0 : 4));
+          h[j % 8] = static_cast<uint8_t>(h[j % 8] | (l >> 4) << (2 * (j / 8)));
+        }
+      }
+      const uint64_t supers = rows * q6k_supers(cols);
+      const uint16_t d = f32_to_fp16(4.0f * fp16_to_f32(s16));
+      uint8_t* dp = o + quant_scales_offset(wt, rows, cols);
+      uint8_t* sc = o + q6k_subs_offset(rows, cols);
+      const uint32_t groups = static_cast<uint32_t>(cols / kQuantGroup);
+      for (uint64_t i = 0; i < supers; ++i) {
+        memcpy(dp + 2 * i, &d, 2);
+        const uint32_t first = static_cast<uint32_t>(i % q6k_supers(cols)) * kQ4kSuperGroups;
+        for (uint32_t k = 0; k < kQ4kSuperGroups && first + k < groups; ++k) {
+          sc[kQ6kSubsPerSuper * i + 2 * k] = 1;
+          sc[kQ6kSubsPerSuper * i + 2 * k + 1] = 1;
+        }
+      }
+      return;
+    }
   }
   const uint16_t sc = t == fb::DType::Q8 ? s16 : f32_to_fp16(16.0f * fp16_to_f32(s16));
   uint8_t* scales = o + quant_scales_offset(wt, rows, cols);

@@ -79,7 +79,8 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
     tb.add_layer(p.src->layer);
     tb.add_shape(shape);
     tb.add_dtype(p.dtype);
-    tb.add_group_size(p.dtype == fb::DType::Q8 || p.dtype == fb::DType::Q4 || p.dtype == fb::DType::Q4K
+    tb.add_group_size(p.dtype == fb::DType::Q8 || p.dtype == fb::DType::Q4 ||
+                              p.dtype == fb::DType::Q4K || p.dtype == fb::DType::Q6K
                           ? kQuantGroup
                           : 0);
     tb.add_offset(p.offset);
@@ -223,6 +224,29 @@ void encode(const std::vector<float>& x, fb::DType t, uint64_t rows, uint64_t co
       }
       break;
     }
+    case fb::DType::Q6K: {
+      const uint64_t cp = padded_cols(cols), supers = q6k_supers(cols);
+      uint8_t* qs = out->data();
+      uint8_t* high = out->data() + q6k_high_offset(rows, cols);
+      uint8_t* dp = out->data() + quant_scales_offset(WeightType::Q6K, rows, cols);
+      int8_t* sc = reinterpret_cast<int8_t*>(out->data() + q6k_subs_offset(rows, cols));
+      std::vector<uint16_t> dv(static_cast<size_t>(supers));
+      std::vector<float> back(static_cast<size_t>(cols));
+      for (uint64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * cols;
+        uint8_t* q = qs + r * cp / 2;
+        uint8_t* h = high + r * cp / 4;
+        int8_t* s16 = sc + r * supers * kQ6kSubsPerSuper;
+        quantize_row_q6k(row, cols, q, h, dv.data(), s16);
+        dequantize_row_q6k(q, h, dv.data(), s16, cols, back.data());
+        memcpy(dp + r * supers * 2, dv.data(), supers * 2);
+        for (uint64_t c = 0; c < cols; ++c) {
+          const double d = static_cast<double>(back[c]) - row[c];
+          e2 += d * d;
+        }
+      }
+      break;
+    }
   }
   *err2 = e2;
   *src2 = s2;
@@ -271,14 +295,15 @@ NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t row
       memcpy(&h, sc + 2 * k, 2);
       if (bad(h)) return {(k / groups) * cols + (k % groups) * kQuantGroup, fp16_to_f32(h)};
     }
-  } else if (t == fb::DType::Q4K) {
-    // d and dmin of each super-block (8 groups); index = the super-block's first element.
+  } else if (t == fb::DType::Q4K || t == fb::DType::Q6K) {
+    // d (and Q4K's dmin) of each super-block (8 groups); index = the super-block's first element.
     const uint64_t supers = q4k_supers(cols);
-    const uint8_t* dm = data + quant_scales_offset(WeightType::Q4K, rows, cols);
-    for (uint64_t k = 0; k < rows * supers * 2; ++k) {
+    const uint64_t per = t == fb::DType::Q4K ? 2 : 1;  // f16 values per super-block
+    const uint8_t* dm = data + quant_scales_offset(static_cast<WeightType>(t), rows, cols);
+    for (uint64_t k = 0; k < rows * supers * per; ++k) {
       uint16_t h;
       memcpy(&h, dm + 2 * k, 2);
-      const uint64_t sb = k / 2;
+      const uint64_t sb = k / per;
       if (bad(h)) {
         return {(sb / supers) * cols + (sb % supers) * kQuantGroup * kQ4kSuperGroups,
                 fp16_to_f32(h)};
@@ -288,9 +313,9 @@ NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t row
   return {n, 0.0f};
 }
 
-// Values one stored f16 scale covers (a Q4K super-block's d / dmin: 8 groups).
+// Values one stored f16 scale covers (a Q4K super-block's d / dmin, a Q6K one's d: 8 groups).
 uint32_t scale_span(fb::DType t) {
-  return t == fb::DType::Q4K ? kQuantGroup * kQ4kSuperGroups : kQuantGroup;
+  return t == fb::DType::Q4K || t == fb::DType::Q6K ? kQuantGroup * kQ4kSuperGroups : kQuantGroup;
 }
 
 // "index I (row R, column C)" for matrices, "index I" for vectors.
@@ -322,6 +347,7 @@ const char* dtype_name(fb::DType t) {
     case fb::DType::Q8: return "q8";
     case fb::DType::Q4: return "q4";
     case fb::DType::Q4K: return "q4k";
+    case fb::DType::Q6K: return "q6k";
   }
   return "?";
 }
@@ -334,6 +360,7 @@ bool parse_dtype(const std::string& s, fb::DType* out) {
   else if (l == "q8" || l == "q8_0") *out = fb::DType::Q8;
   else if (l == "q4" || l == "q4_0") *out = fb::DType::Q4;
   else if (l == "q4k" || l == "q4_k") *out = fb::DType::Q4K;
+  else if (l == "q6k" || l == "q6_k") *out = fb::DType::Q6K;
   else return false;
   return true;
 }

@@ -16,23 +16,9 @@ bool run_reader(F&& read, std::string*) {
   return read();
 }
 
-inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, uint8_t selector) {
-  // Keep each input cheap: the weights are bounded by the input size anyway.
-  uint64_t elems = 0;
-  for (const auto& t : md.tensors) {
-    uint64_t n = 1;
-    for (uint64_t d : t.shape) n *= d;
-    elems += n;
-  }
-  if (elems > (8u << 20)) return;
-  // f32, f16, q8, q4, q4k, or --quant keep (selector % 6 == 5: each tensor's smallest exact
-  // encoding).
-  const ringlm::internal::fb::DType quants[6] = {
-      ringlm::internal::fb::DType::F32, ringlm::internal::fb::DType::F16,
-      ringlm::internal::fb::DType::Q8,  ringlm::internal::fb::DType::Q4,
-      ringlm::internal::fb::DType::Q4K, ringlm::internal::fb::DType::F32};
-  const ringlm::internal::fb::DType q = quants[selector % 6];
-  const bool keep = selector % 6 == 5;
+// Converts `md` as `q` (or --quant keep) and runs the result.
+inline void convert_one(const ringlm::internal::conv::ModelData& md,
+                        ringlm::internal::fb::DType q, bool keep) {
   std::vector<uint8_t> bytes;
   std::string err;
   if (!ringlm::internal::conv::build_model_bytes(md, q, &bytes, &err, nullptr, false, false,
@@ -55,6 +41,28 @@ inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, ui
   FUZZ_CHECK(st == RLM_OK, "converted model (%s) does not verify: %s: %s",
              keep ? "keep" : ringlm::internal::conv::dtype_name(q), rlm_status_string(st),
              msg.c_str());
+}
+
+inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, uint8_t selector) {
+  // Keep each input cheap: the weights are bounded by the input size anyway.
+  uint64_t elems = 0;
+  for (const auto& t : md.tensors) {
+    uint64_t n = 1;
+    for (uint64_t d : t.shape) n *= d;
+    elems += n;
+  }
+  if (elems > (8u << 20)) return;
+  // f32, f16, q8, q4, q4k (then q6k too), or --quant keep (selector % 6 == 5: each tensor's
+  // smallest exact encoding). q6k rides along with q4k rather than taking a selector value of
+  // its own, so the inputs of fuzz/regressions keep reaching the encodings they were found with.
+  const ringlm::internal::fb::DType quants[6] = {
+      ringlm::internal::fb::DType::F32, ringlm::internal::fb::DType::F16,
+      ringlm::internal::fb::DType::Q8,  ringlm::internal::fb::DType::Q4,
+      ringlm::internal::fb::DType::Q4K, ringlm::internal::fb::DType::F32};
+  const ringlm::internal::fb::DType q = quants[selector % 6];
+  const bool keep = selector % 6 == 5;
+  convert_one(md, q, keep);
+  if (q == ringlm::internal::fb::DType::Q4K) convert_one(md, ringlm::internal::fb::DType::Q6K, false);
 }
 
 }  // namespace ringlm_fuzz

@@ -94,16 +94,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
-  // Repacks: same values through the runtime's q8 / q4 / q4k decoders.
+  // Repacks: same values through the runtime's q8 / q4 / q4k / q6k decoders.
   ringlm::internal::fb::DType target;
   if (l && conv::ggml_exact_repack_target(type, &target) && cols % 32 == 0 &&
       rows * cols / bv <= n_blocks) {
     std::vector<uint8_t> packed;
     conv::ggml_repack(type, body, rows, cols, &packed);
     using ringlm::internal::WeightType;
-    const WeightType wt = target == ringlm::internal::fb::DType::Q8   ? WeightType::Q8
-                          : target == ringlm::internal::fb::DType::Q4 ? WeightType::Q4
-                                                                      : WeightType::Q4K;
+    const WeightType wt = target == ringlm::internal::fb::DType::Q8    ? WeightType::Q8
+                          : target == ringlm::internal::fb::DType::Q4  ? WeightType::Q4
+                          : target == ringlm::internal::fb::DType::Q4K ? WeightType::Q4K
+                                                                       : WeightType::Q6K;
     const uint16_t* scales = reinterpret_cast<const uint16_t*>(
         packed.data() + ringlm::internal::quant_scales_offset(wt, rows, cols));
     const uint64_t supers = ringlm::internal::q4k_supers(cols);
@@ -115,6 +116,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       else if (wt == WeightType::Q4)
         ringlm::internal::dequantize_row_q4(packed.data() + r * cols / 2, scales + r * (cols / 32),
                                             cols, row.data());
+      else if (wt == WeightType::Q6K)
+        ringlm::internal::dequantize_row_q6k(
+            packed.data() + r * cols / 2,
+            packed.data() + ringlm::internal::q6k_high_offset(rows, cols) + r * cols / 4,
+            scales + r * supers,
+            reinterpret_cast<const int8_t*>(packed.data() + ringlm::internal::q6k_subs_offset(rows, cols)) +
+                r * supers * 16,
+            cols, row.data());
       else
         ringlm::internal::dequantize_row_q4k(
             packed.data() + r * cols / 2, scales + r * supers * 2,

@@ -580,8 +580,8 @@ TEST_F(ByteLevelModel, GenerateSpeculativeFlags) {
   }
 }
 
-// --quant q4k / q4k_m (#18): convert writes the preset's mix (inspect shows it), generate runs
-// it, bench --synthetic takes it; an unknown --quant is refused naming the choices.
+// --quant q4k / q6k / q4k_m (#18): convert writes the preset's mix (inspect shows it), generate
+// runs it, bench --synthetic takes it; an unknown --quant is refused naming the choices.
 TEST(CliFlags, QuantQ4kAndTheQ4kMPreset) {
   const std::string model = temp_dir() + "/synthetic-q4km.rlm";
   std::string out;
@@ -591,25 +591,31 @@ TEST(CliFlags, QuantQ4kAndTheQ4kMPreset) {
             0)
       << out;
   ASSERT_EQ(run_command(ringlm_bin() + " inspect " + model + " 2>&1", &out), 0) << out;
-  EXPECT_NE(out.find("format version 2"), std::string::npos) << out;
-  // One line per tensor: the V projection in q8, the Q projection in q4k.
+  EXPECT_NE(out.find("format version 3"), std::string::npos) << out;
+  // One line per tensor: the V projection in q6k (a one-layer model's only layer is its last
+  // eighth: llama.cpp's use_more_bits), the Q projection in q4k.
   auto line_of = [&](const std::string& role) {
     const size_t at = out.find(" " + role + " ");
     return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
   };
-  EXPECT_NE(line_of("Wv").find(" Q8 "), std::string::npos) << out;
+  EXPECT_NE(line_of("Wv").find(" Q6K "), std::string::npos) << out;
   EXPECT_NE(line_of("Wq").find(" Q4K "), std::string::npos) << out;
   ASSERT_EQ(run_command(ringlm_bin() + " generate -m " + model + " -p hello -n 4 --temp 0 2>&1", &out), 0)
       << out;
-  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q4k_m -p 8 -n 4 -r 1 2>&1",
+  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q4k_m -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
                         &out),
             0)
       << out;
-  EXPECT_NE(out.find("mixed q8+q4k"), std::string::npos) << out;
+  EXPECT_NE(out.find("mixed q6k+q4k"), std::string::npos) << out;
+  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q6k -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(" 1L q6k | "), std::string::npos) << out;
   EXPECT_EQ(run_command(ringlm_bin() + " convert --synthetic smollm2-135m --quant q4_k_x -o " + model +
                             ".x 2>&1",
                         &out),
             2);
-  EXPECT_NE(out.find("unknown --quant 'q4_k_x' (f32, f16, q8, q4, q4k, q4k_m, keep)"), std::string::npos)
+  EXPECT_NE(out.find("unknown --quant 'q4_k_x' (f32, f16, q8, q4, q4k, q6k, q4k_m, keep)"), std::string::npos)
       << out;
 }

@@ -177,14 +177,15 @@ TEST_P(ConvertSource, ConvertsAndOpens) {
   EXPECT_TRUE(tk->add_space_prefix());
   ASSERT_TRUE(c.m->root->provenance());
   EXPECT_EQ(c.m->root->provenance()->converter()->str(), "ringlm-convert 0.1");
-  // The lowest version that holds the file: 2 only for Q4K tensors (schema/model.fbs).
-  EXPECT_EQ(c.m->root->format_version(), q == DType::Q4K ? 2u : 1u);
+  // The lowest version that holds the file: 2 for Q4K tensors, 3 for Q6K (schema/model.fbs).
+  EXPECT_EQ(c.m->root->format_version(), q == DType::Q4K ? 2u : q == DType::Q6K ? 3u : 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllSources, ConvertSource,
     ::testing::Combine(::testing::Range(0, static_cast<int>(sizeof kSources / sizeof kSources[0])),
-                       ::testing::Values(DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q4K)),
+                       ::testing::Values(DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q4K,
+                                         DType::Q6K)),
     [](const ::testing::TestParamInfo<std::tuple<int, DType>>& i) {
       return std::string(kSources[std::get<0>(i.param)].id) + "_" +
              conv::dtype_name(std::get<1>(i.param));
@@ -199,8 +200,12 @@ TEST(ConvertQuality, RelativeErrorWithinBounds) {
     Converted ref;
     ASSERT_TRUE(convert_mem(path, tok, DType::F32, &ref, &err)) << err;
     ASSERT_EQ(ref.status, RLM_OK) << err;
-    for (DType q : {DType::F16, DType::Q8, DType::Q4, DType::Q4K}) {
-      const double bound = q == DType::F16 ? 0.001 : q == DType::Q8 ? 0.01 : q == DType::Q4 ? 0.15 : 0.1;
+    for (DType q : {DType::F16, DType::Q8, DType::Q4, DType::Q4K, DType::Q6K}) {
+      const double bound = q == DType::F16   ? 0.001
+                           : q == DType::Q8  ? 0.01
+                           : q == DType::Q4  ? 0.15
+                           : q == DType::Q4K ? 0.1
+                                             : 0.03;
       Converted c;
       ASSERT_TRUE(convert_mem(path, tok, q, &c, &err)) << err;
       ASSERT_EQ(c.status, RLM_OK) << err;
@@ -227,9 +232,10 @@ TEST(ConvertQuality, RelativeErrorWithinBounds) {
   if (!tested) GTEST_SKIP() << "../shared models absent";
 }
 
-// --quant q4k_m: q4k, with V, FFN down and the output projection (the tied embedding) in q8;
-// the model runs and its perplexity-relevant error sits between q4k's and q8's.
-TEST(ConvertPreset, Q4kMKeepsTheSensitiveMatricesInQ8) {
+// --quant q4k_m: q4k, with the output projection (the tied embedding) in q6k, and V and FFN down
+// in q6k in the layers llama.cpp's Q4_K_M gives more bits (its use_more_bits: the first and last
+// eighth of the layers and every third between).
+TEST(ConvertPreset, Q4kMFollowsLlamaCppsQ4KMRules) {
   int tested = 0;
   for (const Source& s : kSources) {
     std::string path, tok, err;
@@ -249,17 +255,22 @@ TEST(ConvertPreset, Q4kMKeepsTheSensitiveMatricesInQ8) {
     buf.assign(bytes.data(), bytes.size());
     std::unique_ptr<ModelImpl> m(new ModelImpl());
     ASSERT_EQ(model_open(buf.data(), buf.size(), m.get()), RLM_OK) << m->error;
-    EXPECT_EQ(m->root->format_version(), 2u);
-    int q8 = 0, q4k = 0;
+    EXPECT_EQ(m->root->format_version(), 3u);
+    const int n = static_cast<int>(s.n_layers);
+    int q6k = 0, q4k = 0, more_layers = 0;
+    for (int i = 0; i < n; ++i) more_layers += i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
     for (const fb::Tensor* t : *m->root->tensors()) {
       if (t->shape()->size() != 2) continue;
       const TensorRole r = t->role();
-      const bool more = r == TensorRole::Wv || r == TensorRole::FfnDown || r == TensorRole::Output ||
-                        (s.tied && r == TensorRole::TokenEmbedding);
-      EXPECT_EQ(t->dtype(), more ? DType::Q8 : DType::Q4K) << s.id << " " << t->name()->str();
-      (more ? q8 : q4k) += 1;
+      const int i = t->layer();
+      const bool more_bits = i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+      const bool more = r == TensorRole::Output || (s.tied && r == TensorRole::TokenEmbedding) ||
+                        ((r == TensorRole::Wv || r == TensorRole::FfnDown) && more_bits);
+      EXPECT_EQ(t->dtype(), more ? DType::Q6K : DType::Q4K) << s.id << " " << t->name()->str();
+      (more ? q6k : q4k) += 1;
     }
-    EXPECT_EQ(q8, 2 * static_cast<int>(s.n_layers) + 1) << s.id;
+    EXPECT_EQ(q6k, 2 * more_layers + 1) << s.id;
+    EXPECT_LT(more_layers, n) << s.id << ": some layers stay q4k";
     EXPECT_GT(q4k, 0);
     ++tested;
   }

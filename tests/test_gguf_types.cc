@@ -510,8 +510,9 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
       {GgufWriter::kF16, "f16"},
       {2, "q4"},   {8, "q8"},   {6, "q8"},   {20, "q8"},  // Q4_0, Q8_0, Q5_0, IQ4_NL: repacked
       {12, "q4k"},                                       // Q4_K: repacked into its own encoding
-      {3, "f32"},  {7, "f32"},  {10, "f32"}, {11, "f32"}, {13, "f32"},
-      {14, "f32"}, {23, "f32"},  // Q4_1, Q5_1, other K-quants, IQ4_XS: d * q + m or per-16 scales
+      {14, "q6k"}, {11, "q6k"},                          // Q6_K, Q3_K: into Q6K
+      {3, "f32"},  {7, "f32"},  {10, "f32"}, {13, "f32"},
+      {23, "f32"},  // Q4_1, Q5_1, Q2_K, Q5_K, IQ4_XS: d * q + m, or scales per 32 in 6 bits
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(conv::ggml_type_name(c.type));

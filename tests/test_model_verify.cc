@@ -436,7 +436,7 @@ void expect_header_mutation(const std::function<void(Header&)>& mutate, Status w
 // ---- baseline --------------------------------------------------------------------------------
 
 TEST(ModelVerify, GoodModelsOpenAndRebuildRoundTrips) {
-  for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q4K}) {
+  for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q4K, DType::Q6K}) {
     for (bool tied : {false, true}) {
       const std::vector<uint8_t> file = build(make_model(small_shape(tied)), q);
       EXPECT_STATUS(file, RLM_OK);
@@ -565,12 +565,16 @@ TEST(ModelVerify, WrongIdentifier) {
 
 TEST(ModelVerify, WrongVersion) {
   expect_header_mutation([](Header& h) { h.format_version = RLM_FORMAT_VERSION + 1; }, RLM_ERR_MODEL_VERSION);
-  // Both versions open; a q4k tensor needs version 2 (version 1 readers do not know it).
+  // Every version opens; a q4k tensor needs version 2 (version 1 readers do not know it).
   expect_header_mutation([](Header& h) { h.format_version = 2; }, RLM_OK);
   expect_header_mutation([](Header& h) { h.format_version = 1; }, RLM_OK);
   expect_header_mutation([](Header& h) { h.format_version = 2; }, RLM_OK, small_shape(), DType::Q4K);
   expect_header_mutation([](Header& h) { h.format_version = 1; }, RLM_ERR_MODEL_TENSOR, small_shape(),
                          DType::Q4K);
+  // A q6k tensor needs version 3.
+  expect_header_mutation([](Header& h) { h.format_version = 3; }, RLM_OK, small_shape(), DType::Q6K);
+  expect_header_mutation([](Header& h) { h.format_version = 2; }, RLM_ERR_MODEL_TENSOR, small_shape(),
+                         DType::Q6K);
   expect_header_mutation([](Header& h) { h.format_version = 0; }, RLM_ERR_MODEL_VERSION);
   expect_header_mutation([](Header& h) { h.format_version = 0xffffffffu; }, RLM_ERR_MODEL_VERSION);
 }

@@ -1,4 +1,4 @@
-// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q4k_m|keep] -o OUT
+// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q6k|q4k_m|keep] -o OUT
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@ namespace {
 
 void usage(FILE* f) {
   fprintf(f,
-          "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q4k_m|keep]\n"
+          "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q6k|q4k_m|keep]\n"
           "                      -o OUT\n"
           "       ringlm convert --synthetic SPEC [--layers N] [--seed S] [--chat FORMAT]\n"
           "                      [--vocab FILE] [--quant ...] -o OUT\n"
@@ -34,18 +34,20 @@ void usage(FILE* f) {
           "\n"
           "options:\n"
           "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin / tok512.bin)\n"
-          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q4k, the\n"
-          "                     mixed preset q4k_m, or keep; norms stay f32. q4k: 4-bit with a\n"
-          "                     6-bit scale and min per 32 (GGUF Q4_K's arithmetic, ~4.6 bits\n"
-          "                     per weight); q4k_m: q4k with attention V, FFN down and the\n"
-          "                     output projection in q8 (like llama.cpp's Q4_K_M). GGUF Q8_0\n"
-          "                     -> q8 and Q4_0 -> q4 are copied, Q5_0 / IQ4_NL -> q8 and Q4_K\n"
-          "                     -> q4k repacked, all without re-quantization; other types are\n"
+          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q4k, q6k,\n"
+          "                     the mixed preset q4k_m, or keep; norms stay f32. q4k: 4-bit\n"
+          "                     with a 6-bit scale and min per 32 (GGUF Q4_K's arithmetic, ~4.6\n"
+          "                     bits per weight); q6k: 6-bit with an int8 scale per 16 (GGUF\n"
+          "                     Q6_K's, ~6.6 bits); q4k_m: q4k with the output projection and\n"
+          "                     some layers' attention V and FFN down in q6k (llama.cpp's\n"
+          "                     Q4_K_M rules). GGUF Q8_0 -> q8 and Q4_0 -> q4 are copied,\n"
+          "                     Q5_0 / IQ4_NL -> q8, Q4_K -> q4k and Q6_K / Q3_K -> q6k\n"
+          "                     repacked, all without re-quantization; other types are\n"
           "                     dequantized and re-encoded as TYPE.\n"
           "                     keep: each tensor in the smallest encoding that holds its\n"
           "                     values exactly: Q8_0/Q5_0/IQ4_NL -> q8, Q4_0 -> q4, Q4_K -> q4k,\n"
-          "                     F16 -> f16, F32/BF16/other types -> f16 if every value is an\n"
-          "                     f16 value,\n"
+          "                     Q6_K/Q3_K -> q6k, F16 -> f16, F32/BF16/other types -> f16 if\n"
+          "                     every value is an f16 value,\n"
           "                     else f32 (those are read twice: checked, then written)\n"
           "  -o, --output OUT   output model file (written to a temporary file, verified, renamed;\n"
           "                     an existing OUT must be a writable regular file: directories,\n"
@@ -106,7 +108,7 @@ int cmd_convert(int argc, char** argv) {
       } else if (ringlm::internal::conv::apply_quant_preset(v, nullptr, &opts.quant)) {
         opts.preset = v;
       } else if (!ringlm::internal::conv::parse_dtype(v, &opts.quant)) {
-        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q4k, %s, keep)\n",
+        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q4k, q6k, %s, keep)\n",
                 v, ringlm::internal::conv::quant_preset_names());
         return 2;
       }
