@@ -97,6 +97,32 @@ inline float32x4_t mls_lane(float32x4_t acc, float32x4_t a, float32x2_t v) {
   return vmlsq_lane_f32(acc, a, v, L);
 }
 inline float32x4_t max_abs(float32x4_t m, float32x4_t v) { return vmaxq_f32(m, vabsq_f32(v)); }
+// Pairwise sums: a's lane pairs, then b's (vpadd on each half).
+inline int32x4_t padd_s32(int32x4_t a, int32x4_t b) {
+  return vcombine_s32(vpadd_s32(vget_low_s32(a), vget_high_s32(a)),
+                      vpadd_s32(vget_low_s32(b), vget_high_s32(b)));
+}
+inline int16x8_t padd_s16(int16x8_t a, int16x8_t b) {
+  return vcombine_s16(vpadd_s16(vget_low_s16(a), vget_high_s16(a)),
+                      vpadd_s16(vget_low_s16(b), vget_high_s16(b)));
+}
+// Widening products of the high halves: acc + a_hi * b_hi (int8), a_hi * b_hi (int16).
+inline int16x8_t mlal_high_s8(int16x8_t acc, int8x16_t a, int8x16_t b) {
+  return vmlal_s8(acc, vget_high_s8(a), vget_high_s8(b));
+}
+inline int32x4_t mull_high_s16(int16x8_t a, int16x8_t b) {
+  return vmull_s16(vget_high_s16(a), vget_high_s16(b));
+}
+// A Q6K group's 8 high-bit bytes h (at p) as (h, h >> 2): the two halves of a q register; the
+// same for two consecutive groups.
+inline uint8x16_t load_q6k_high(const uint8_t* p) {
+  const uint8x8_t h = vld1_u8(p);
+  return vcombine_u8(h, vshr_n_u8(h, 2));
+}
+inline void load_q6k_high2(const uint8_t* p, uint8x16_t* h0, uint8x16_t* h1) {
+  *h0 = load_q6k_high(p);
+  *h1 = load_q6k_high(p + 8);
+}
 
 template <int R, int T>
 inline void store_tile(const float32x4_t (&acc)[R][T], float* Y, size_t y_stride) {

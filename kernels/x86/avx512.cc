@@ -15,6 +15,8 @@
 // Q8 prefill of 16+ tokens: GroupedQ8 (below) finishes each group's integer sum in its own lane
 // before converting, 2 rows x up to 8 tokens.
 // Q4K: Q4Quad's walk over unsigned nibbles (no offset), with per-super-block scales (Q4kQuad).
+// Q6K: Q4kQuad's walk over the 6-bit values, offset 32 removed per token as Q4's 8, the two
+// sub-block scales of a group applied in integers (Q6kQuad).
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -640,7 +642,8 @@ struct Q4kQuad : Q4kMat {
           for (int i = 0; i < R; ++i) {
             const __m512i d = _mm512_dpbusd_epi32(
                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), qlo[i], xlo), qhi[i], xhi);
-            const __m512 sv = _mm512_permutexvar_ps(sidx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][j])));
+            const __m512 sv =
+                _mm512_permutexvar_ps(sidx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][j])));
             acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sv, acc[i][j]);
           }
         }
@@ -656,6 +659,140 @@ struct Q4kQuad : Q4kMat {
 void matmul_q4k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
   drive<8, 4, 4>(q4k_mat<Q4kQuad>(w, x, y), n, r0, r1);
+}
+
+namespace {
+
+// ---- Q6K ---------------------------------------------------------------------------------------
+// Q4kQuad's four groups per step (values 0..15 of groups g..g+3 in one zmm, 16..31 in another,
+// the activations regrouped to match once per token), with the high 2 bits merged into the
+// nibbles and the two sub-blocks scaled apart:
+//   q: the four groups' 8 high bytes each fill both qwords of their 16-byte block (vpermq); a
+//      per-qword shift brings field 0 / 1 (values 0..7 / 8..15: the block's two qwords) to bits
+//      4-5 (left by 4 / 2), and one vpternlogd merges it under 0x30 with the low nibbles; fields
+//      2 / 3 (right by 0 / 2) likewise with the high nibbles.
+//   vpdpbusd(q, x) started at -32 x the 4-byte sums of x (per token, shared by the rows) gives the
+//      int32 sums of (q - 32) x over 4 values, exact and below 2^15 in magnitude: each is its
+//      dword's low word as an int16 (the high word holding only its sign).
+//   vpmaddwd / vpdpwssd with dwords (256 * sc, 0) (x86.inc) then combine a group's two
+//      sub-blocks in int32, 256 (sc_a t_a + sc_b t_b) per lane, exact; converted and fma'd with
+//      d / 256 * x_scale as Q4kQuad's.
+// Per row and four groups: 8 vector ops to unpack and 2 shuffles for the scales (Q4kQuad: 3),
+// then per token 7 (Q4kQuad: 5). The scales could be combined in float instead (two conversions,
+// two fmas): one op fewer per row in decode, two more per row in a 4-token prefill tile.
+
+struct Q6kQuad : Q6kMat {
+  // Every element: the same fmas in the same order in one accumulator whatever the tile, then
+  // store_tile512's reduction.
+  static constexpr bool kShapeInvariant = true;
+
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const auto [Wr, Hr, Dr, SCr, d_stride, sc_stride, Xt, XSt, xs_stride] = at(r, t);
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    const __m512i high_bits = _mm512_set1_epi8(0x30);
+    const __m512i m32 = _mm512_set1_epi8(32);
+    const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+    const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+    const __m512i dup = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m512i shl = _mm512_setr_epi64(4, 2, 4, 2, 4, 2, 4, 2);  // fields 0, 1 to bits 4-5
+    const __m512i shr = _mm512_setr_epi64(0, 2, 0, 2, 0, 2, 0, 2);  // fields 2, 3 to bits 4-5
+    const __m512i quad_of_lane = _mm512_srli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    // vpshufb control of quad 0's sub-block a scale words: dword lane L takes byte 2 (L / 4) of
+    // the super-block's 16 scales (broadcast to every 128-bit lane) into its byte 1, zeroes the
+    // rest (0x80): the dword (256 * sc, 0). Quad q's adds 8q to byte 1, sub-block b's 1 more.
+    const __m512i sc_ctl =
+        _mm512_or_si512(_mm512_set1_epi32(static_cast<int>(0x80800080u)),
+                        _mm512_slli_epi32(_mm512_add_epi32(quad_of_lane, quad_of_lane), 8));
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+    alignas(32) float sc[R][T][8];  // d / 256 * x_scale per group of the super-block
+    for (uint32_t s = 0; s < supers; ++s) {
+      const uint32_t gb = s * kQ4kSuperGroups;
+      const uint32_t nb = groups - gb < kQ4kSuperGroups ? groups - gb : kQ4kSuperGroups;
+      {
+        const __mmask8 bm = static_cast<__mmask8>((1u << nb) - 1);
+        __m256 xs[T];  // zero past nb (never read)
+        for (int j = 0; j < T; ++j) xs[j] = _mm256_maskz_loadu_ps(bm, XSt + j * xs_stride + gb);
+        for (int i = 0; i < R; ++i) {
+          const __m256 d = _mm256_set1_ps(q6k_d256(Dr + i * d_stride + s));
+          for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(d, xs[j]));
+          // The super-block's lines of both planes, as far ahead in time (the high plane is read
+          // at half the pace: half the distance).
+          const uint8_t* lo = Wr + i * w_row_bytes + gb * (kQuantGroup / 2) + kPrefetchBytes;
+          prefetch(lo);
+          prefetch(lo + 64);
+          prefetch(Hr + i * hi_row_bytes + gb * (kQuantGroup / 4) + kPrefetchBytes / 2);
+        }
+      }
+      for (uint32_t q = 0; 4 * q < nb; ++q) {
+        const size_t g = gb + 4 * q;
+        const uint32_t ng = nb - 4 * q < 4 ? nb - 4 * q : 4;  // groups in this quad
+        const __mmask64 wmask = ng == 4 ? ~0ull : (1ull << (16 * ng)) - 1;
+        const __mmask32 hmask = ng == 4 ? ~0u : (1u << (8 * ng)) - 1;
+        const __mmask64 xmask_a = ng >= 2 ? ~0ull : (1ull << (32 * ng)) - 1;
+        const __mmask64 xmask_b = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
+        const __m512i sidx =
+            _mm512_add_epi32(quad_of_lane, _mm512_set1_epi32(static_cast<int>(4 * q)));
+        const __m512i ctl_a =
+            _mm512_add_epi32(sc_ctl, _mm512_set1_epi32(static_cast<int>(8 * q) << 8));
+        const __m512i ctl_b = _mm512_add_epi32(ctl_a, _mm512_set1_epi32(1 << 8));
+        // The activations' side first, then row by row: each unpacked row meets every token at
+        // once, so only one row's vectors are live (decode's 8-row tile holds them for one row).
+        __m512i xlo[T], xhi[T], nlo[T], nhi[T];  // values 0..15 / 16..31, and -32 x their sums
+        for (int j = 0; j < T; ++j) {
+          const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
+          const __m512i a = ng >= 2 ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(xmask_a, xp);
+          const __m512i b = ng == 4 ? _mm512_loadu_si512(xp + 64)
+                                    : _mm512_maskz_loadu_epi8(xmask_b, xp + 64);
+          xlo[j] = _mm512_permutex2var_epi64(a, lo_idx, b);
+          xhi[j] = _mm512_permutex2var_epi64(a, hi_idx, b);
+          nlo[j] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, m32, xlo[j]));
+          nhi[j] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, m32, xhi[j]));
+        }
+        for (int i = 0; i < R; ++i) {
+          const uint8_t* p = Wr + i * w_row_bytes + g * (kQuantGroup / 2);
+          const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 4);
+          const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
+          const __m256i hv = ng == 4 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h))
+                                     : _mm256_maskz_loadu_epi8(hmask, h);
+          const __m512i hh = _mm512_permutexvar_epi64(dup, _mm512_castsi256_si512(hv));
+          // a | (b & c): the clean nibbles, the shifted fields under 0x30
+          const __m512i nlo_w = _mm512_and_si512(b, nib);
+          const __m512i nhi_w = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+          const __m512i qlo =
+              _mm512_ternarylogic_epi32(nlo_w, _mm512_sllv_epi64(hh, shl), high_bits, 0xf8);
+          const __m512i qhi =
+              _mm512_ternarylogic_epi32(nhi_w, _mm512_srlv_epi64(hh, shr), high_bits, 0xf8);
+          const int8_t* scp = SCr + i * sc_stride + kQ6kSubsPerSuper * s;
+          const __m512i scb =
+              _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scp)));
+          const __m512i sa = _mm512_shuffle_epi8(scb, ctl_a);
+          const __m512i sb = _mm512_shuffle_epi8(scb, ctl_b);
+          for (int j = 0; j < T; ++j) {
+            const __m512i ta = _mm512_dpbusd_epi32(nlo[j], qlo, xlo[j]);
+            const __m512i tb = _mm512_dpbusd_epi32(nhi[j], qhi, xhi[j]);
+            const __m512i c = _mm512_dpwssd_epi32(_mm512_madd_epi16(ta, sa), tb, sb);
+            const __m512 sv =
+                _mm512_permutexvar_ps(sidx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][j])));
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), sv, acc[i][j]);
+          }
+        }
+      }
+    }
+    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
+}  // namespace
+
+// Decode 8 rows x 1 token, prefill 4 x 4, as Q4kQuad.
+void matmul_q6k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                       uint32_t r1) {
+  drive<8, 4, 4>(q6k_mat<Q6kQuad>(w, x, y), n, r0, r1);
 }
 
 }  // namespace ringlm::internal
