@@ -48,6 +48,10 @@ struct TensorData {
   bool has_raw = false;
   fb::DType raw_type = fb::DType::F32;
   std::function<bool(std::vector<uint8_t>* out, std::string* err)> load_raw;
+  // Synthetic weights only: generated straight into whatever encoding the writer asks for (a
+  // mixed preset's per-tensor targets included), so no float tensor is made and quantized.
+  // Used for a 2-D tensor with cols % 32 == 0 whenever load_raw does not match the target.
+  std::function<bool(fb::DType type, std::vector<uint8_t>* out, std::string* err)> load_raw_as;
   // How the source stores the tensor ("F32", "F16", "BF16", "Q4_K", ...), for the converter's
   // per-tensor report; "F32" when a reader does not say.
   std::string source_type = "F32";

@@ -325,6 +325,10 @@ void add_tensors(const SyntheticShape& shape, uint32_t seed, bool direct, fb::DT
         fill_raw(key, sd, target, rows, cols, out);
         return true;
       };
+      t.load_raw_as = [key, sd, rows, cols](fb::DType type, std::vector<uint8_t>* out, std::string*) {
+        fill_raw(key, sd, type, rows, cols, out);
+        return true;
+      };
     }
     m->tensors.push_back(std::move(t));
   }

@@ -422,7 +422,9 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
       p.dtype = all_f16_exact(v) ? fb::DType::F16 : fb::DType::F32;
       p.kept_f32 = p.dtype == fb::DType::F32;
     }
-    p.raw = t.has_raw && t.raw_type == p.dtype && p.cols % kQuantGroup == 0 && t.load_raw;
+    p.raw = p.cols % kQuantGroup == 0 &&
+            ((t.has_raw && t.raw_type == p.dtype && t.load_raw) ||
+             (t.load_raw_as && t.shape.size() == 2));
     if (!p.raw && !t.load_f32) {
       *err = "tensor '" + t.name + "' has no loader for target " + dtype_name(p.dtype);
       return false;
@@ -494,7 +496,8 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
     if (!pad_to(p.offset)) return false;
     const uint64_t n = p.rows * p.cols;
     if (p.raw) {
-      if (!t.load_raw(&enc, err)) {
+      const bool source_blocks = t.has_raw && t.raw_type == p.dtype && t.load_raw;
+      if (!(source_blocks ? t.load_raw(&enc, err) : t.load_raw_as(p.dtype, &enc, err))) {
         *err = "tensor '" + t.name + "': " + *err;
         return false;
       }

@@ -6,6 +6,20 @@
 #include "kernels/scalar.h"
 
 namespace ringlm::internal {
+namespace {
+
+// roundf (halves away from zero) without its libm call: x86-64's baseline has no SSE4.1 round
+// instruction, and the K-quant fits round ~50 times per weight (a 135M-weight model took minutes
+// to convert). Exact for |x| < 2^23 (x - trunc(x) is exact there); larger floats are integers
+// already, and inf / NaN come back as they are.
+inline float round_away(float x) {
+  if (!(fabsf(x) < 8388608.0f)) return x;
+  const float t = static_cast<float>(static_cast<int32_t>(x));
+  const float f = x - t;
+  return f >= 0.5f ? t + 1.0f : (f <= -0.5f ? t - 1.0f : t);
+}
+
+}  // namespace
 
 uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols) {
   uint64_t cp = padded_cols(cols);
@@ -65,7 +79,7 @@ void quantize_row_q8(const float* x, size_t cols, int8_t* qs, uint16_t* scales) 
     const float inv = s != 0.0f ? 1.0f / s : 0.0f;
     scales[g] = s16;
     for (size_t j = 0; j < kQuantGroup; ++j) {
-      float q = roundf(group_value(x, cols, g * kQuantGroup + j) * inv);
+      float q = round_away(group_value(x, cols, g * kQuantGroup + j) * inv);
       if (q != q) q = 0.0f;  // NaN (a NaN or infinite weight): casting it to int8 is UB
       if (q > 127.0f) q = 127.0f;
       if (q < -127.0f) q = -127.0f;
@@ -93,7 +107,7 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
     for (size_t j = 0; j < kQuantGroup / 2; ++j) {
       int q[2];
       for (int h = 0; h < 2; ++h) {
-        float v = roundf(group_value(x, cols, g * kQuantGroup + j + 16 * h) * inv);
+        float v = round_away(group_value(x, cols, g * kQuantGroup + j + 16 * h) * inv);
         if (v != v) v = 0.0f;  // NaN (a NaN or infinite weight): casting it to int is UB
         if (v > 7.0f) v = 7.0f;
         if (v < -8.0f) v = -8.0f;
@@ -135,7 +149,7 @@ void fit_group_q4k(const float* x, const float* w, uint32_t n, float* a_out, flo
     const float is = step < 0 ? 15.0f / (hi - lo) : (15.0f + 0.1f * step - 1.0f) / (hi - lo);
     float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
     for (uint32_t i = 0; i < n; ++i) {
-      float l = roundf(is * (x[i] - lo));
+      float l = round_away(is * (x[i] - lo));
       l = clamp_level(l, 15.0f);
       sl += w[i] * l;
       sl2 += w[i] * l * l;
@@ -153,7 +167,7 @@ void fit_group_q4k(const float* x, const float* w, uint32_t n, float* a_out, flo
     float err = 0.0f;
     for (uint32_t i = 0; i < n; ++i) {
       const float inv = a > 0.0f ? 1.0f / a : 0.0f;
-      float l = roundf((x[i] - c) * inv);
+      float l = round_away((x[i] - c) * inv);
       l = clamp_level(l, 15.0f);
       const float e = a * l + c - x[i];
       err += w[i] * e * e;
@@ -175,7 +189,7 @@ uint16_t six_bit_levels(const float* v, uint32_t n, uint8_t* levels) {
   const uint16_t h = f32_to_fp16(vmax / 63.0f);
   const float step = fp16_to_f32(h);
   for (uint32_t i = 0; i < n; ++i) {
-    float l = step > 0.0f ? roundf(v[i] / step) : 0.0f;
+    float l = step > 0.0f ? round_away(v[i] / step) : 0.0f;
     levels[i] = static_cast<uint8_t>(clamp_level(l, 63.0f));
   }
   return h;
@@ -226,7 +240,7 @@ void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, ui
           const float inv = dl > 0.0f ? 1.0f / dl : 0.0f;
           float err = 0.0f;
           for (uint32_t j = 0; j < len[k]; ++j) {
-            float l = roundf((v[k][j] + ml) * inv);
+            float l = round_away((v[k][j] + ml) * inv);
             l = clamp_level(l, 15.0f);
             trial[j] = static_cast<uint8_t>(l);
             const float e = dl * l - ml - v[k][j];
@@ -265,7 +279,7 @@ float fit_sub_q6k(const float* x, const float* w, uint32_t n) {
       const float is = side == 0 ? (-32.0f + 0.1f * step) / m : (31.0f + 0.1f * step) / m;
       float sxl = 0.0f, sl2 = 0.0f;
       for (uint32_t i = 0; i < n; ++i) {
-        const float l = clamp_level(roundf(is * x[i]) + 32.0f, 63.0f) - 32.0f;
+        const float l = clamp_level(round_away(is * x[i]) + 32.0f, 63.0f) - 32.0f;
         sxl += w[i] * x[i] * l;
         sl2 += w[i] * l * l;
       }
@@ -275,7 +289,7 @@ float fit_sub_q6k(const float* x, const float* w, uint32_t n) {
       const float inv = 1.0f / a;
       float err = 0.0f;
       for (uint32_t i = 0; i < n; ++i) {
-        const float l = clamp_level(roundf(x[i] * inv) + 32.0f, 63.0f) - 32.0f;
+        const float l = clamp_level(round_away(x[i] * inv) + 32.0f, 63.0f) - 32.0f;
         const float e = a * l - x[i];
         err += w[i] * e * e;
       }
@@ -327,7 +341,7 @@ void quantize_row_q6k(const float* x, size_t cols, uint8_t* qs, uint8_t* high, u
     for (uint32_t b = 0; b < nsub; ++b) {
       // The nearest int8 level and its neighbours: the one whose values are closest to the
       // sub-block's (squared error, as stored) wins.
-      const float l0 = step != 0.0f ? roundf(a[b] / step) : 0.0f;
+      const float l0 = step != 0.0f ? round_away(a[b] / step) : 0.0f;
       const int base = static_cast<int>(clamp_level(l0 + 128.0f, 255.0f)) - 128;
       uint8_t q[kSub], trial[kSub];
       memset(q, 32, sizeof q);  // value 0, should no level be finite
@@ -340,7 +354,7 @@ void quantize_row_q6k(const float* x, size_t cols, uint8_t* qs, uint8_t* high, u
         const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
         float err = 0.0f;
         for (uint32_t j = 0; j < kSub; ++j) {
-          const float lv = clamp_level(roundf(v[b][j] * inv) + 32.0f, 63.0f);
+          const float lv = clamp_level(round_away(v[b][j] * inv) + 32.0f, 63.0f);
           trial[j] = static_cast<uint8_t>(lv);
           const float e = scale * (lv - 32.0f) - v[b][j];
           err += e * e;

@@ -994,7 +994,7 @@ bool load_bench_model(const BenchOptions& o, ModelBytes* model_bytes, std::strin
       return false;
     }
     fb::DType base = quant;
-    // The preset's q8 matrices are quantized from the generated floats; the rest stay direct.
+    // The preset's matrices are generated directly in their own encodings too (load_raw_as).
     if (!o.preset.empty()) conv::apply_quant_preset(o.preset, &md, &base);
     for (const std::string& s : ignored)
       fprintf(stderr, "ringlm bench: --as-llama: ignoring %s\n", s.c_str());
