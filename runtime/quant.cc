@@ -164,14 +164,9 @@ void fit_group_q4k(const float* x, const float* w, uint32_t n, float* a_out, flo
       a = sl2 > 0.0f ? sxl / sl2 : 0.0f;
     }
     if (!(a >= 0.0f)) continue;
-    float err = 0.0f;
-    for (uint32_t i = 0; i < n; ++i) {
-      const float inv = a > 0.0f ? 1.0f / a : 0.0f;
-      float l = round_away((x[i] - c) * inv);
-      l = clamp_level(l, 15.0f);
-      const float e = a * l + c - x[i];
-      err += w[i] * e * e;
-    }
+    // The least-squares fit leaves sum w x^2 - (a sxl + c swx) for this grid's levels (c = 0:
+    // sum w x^2 - a sxl): the smallest remainder wins, one pass per grid.
+    const float err = -(a * sxl + c * swx);
     if (err < best_err) {
       best_err = err;
       best_a = a;
@@ -286,13 +281,9 @@ float fit_sub_q6k(const float* x, const float* w, uint32_t n) {
       if (!(sl2 > 0.0f)) continue;
       const float a = sxl / sl2;
       if (!(a == a) || a == 0.0f) continue;
-      const float inv = 1.0f / a;
-      float err = 0.0f;
-      for (uint32_t i = 0; i < n; ++i) {
-        const float l = clamp_level(round_away(x[i] * inv) + 32.0f, 63.0f) - 32.0f;
-        const float e = a * l - x[i];
-        err += w[i] * e * e;
-      }
+      // For this grid's levels the best scale leaves sum w x^2 - sxl^2 / sl2: the largest
+      // sxl^2 / sl2 wins (one pass per grid, as llama.cpp's make_qx_quants).
+      const float err = -(sxl * sxl) / sl2;
       if (err < best_err) {
         best_err = err;
         best_a = a;
