@@ -70,15 +70,24 @@ TEST(Quant, Q8AndQ4RowErrorsAreBounded) {
   }
 }
 
-// q4k's fit on values near float's limit: the least-squares sums overflow (inf / inf = NaN);
-// every level stays defined (UBSan checks the float -> integer casts) and the row decodes.
-TEST(Quant, Q4kSurvivesValuesNearFloatsLimit) {
+// Rows of 300 values near float's limit (the K-quant fits' least-squares sums overflow: inf /
+// inf = NaN) and subnormals.
+static std::vector<std::vector<float>> extreme_rows() {
   const float big = 3.0e38f;
-  const float rows[][4] = {{big, -big, big, -big}, {big, big, big, big}, {-big, 0.0f, 1.0f, big},
-                           {1e-45f, -1e-45f, 0.0f, 1e-40f}};
-  for (const auto& pattern : rows) {
-    std::vector<float> x(300);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = pattern[i % 4];
+  const float patterns[][4] = {{big, -big, big, -big}, {big, big, big, big},
+                               {-big, 0.0f, 1.0f, big}, {1e-45f, -1e-45f, 0.0f, 1e-40f}};
+  std::vector<std::vector<float>> rows;
+  for (const auto& p : patterns) {
+    rows.emplace_back(300);
+    for (size_t i = 0; i < rows.back().size(); ++i) rows.back()[i] = p[i % 4];
+  }
+  return rows;
+}
+
+// q4k's fit on extreme rows: every level stays defined (UBSan checks the float -> integer
+// casts) and the row decodes.
+TEST(Quant, Q4kSurvivesValuesNearFloatsLimit) {
+  for (const std::vector<float>& x : extreme_rows()) {
     std::vector<uint8_t> qs(padded_cols(x.size()) / 2), subs(16 * q4k_supers(x.size()));
     std::vector<uint16_t> dm(2 * q4k_supers(x.size()));
     quantize_row_q4k(x.data(), x.size(), qs.data(), dm.data(), subs.data());
@@ -122,15 +131,10 @@ TEST(Quant, Q6kRowErrorIsBoundedAndPaddingIsZero) {
   }
 }
 
-// Values near float's limit and subnormals: every level stays defined (UBSan checks the float ->
-// integer casts) and the row decodes.
+// q6k's fit on extreme rows: every level stays defined (UBSan checks the float -> integer
+// casts) and the row decodes.
 TEST(Quant, Q6kSurvivesValuesNearFloatsLimit) {
-  const float big = 3.0e38f;
-  const float rows[][4] = {{big, -big, big, -big}, {big, big, big, big}, {-big, 0.0f, 1.0f, big},
-                           {1e-45f, -1e-45f, 0.0f, 1e-40f}};
-  for (const auto& pattern : rows) {
-    std::vector<float> x(300);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = pattern[i % 4];
+  for (const std::vector<float>& x : extreme_rows()) {
     const Q6kRow q(x);
     for (size_t c = 0; c < x.size(); ++c) {
       const int l = q6k_level(q.qs.data() + (c / 32) * 16, q.high.data() + (c / 32) * 8, c % 32);
