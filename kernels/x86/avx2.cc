@@ -291,18 +291,7 @@ struct Q6kTile : Q6kMat {
       {
         __m256 xs[T];
         for (int j = 0; j < T; ++j) xs[j] = load_f32_upto8(XSt + j * xs_stride + gb, nb);
-        for (int i = 0; i < R; ++i) {
-          const __m256 d = _mm256_set1_ps(q6k_d256(Dr + i * d_stride + s));
-          for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(d, xs[j]));
-          // The super-block's lines of both planes (128 + 64 bytes), ahead by kPrefetchBytes in
-          // the low plane and half that in the high plane, which is read at half the pace: both
-          // as far ahead in time. Here rather than in the group loop, whose branches on k made
-          // GCC 12 keep the accumulators on the stack.
-          const uint8_t* lo = Wr + i * w_row_bytes + gb * (kQuantGroup / 2) + kPrefetchBytes;
-          prefetch(lo);
-          prefetch(lo + 64);
-          prefetch(Hr + i * hi_row_bytes + gb * (kQuantGroup / 4) + kPrefetchBytes / 2);
-        }
+        q6k_super_start<R, T>(xs, Dr, d_stride, s, Wr, w_row_bytes, Hr, hi_row_bytes, gb, sc);
       }
       for (uint32_t k = 0; k < nb; ++k) {
         const size_t g = gb + k;

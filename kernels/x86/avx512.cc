@@ -717,16 +717,7 @@ struct Q6kQuad : Q6kMat {
         const __mmask8 bm = static_cast<__mmask8>((1u << nb) - 1);
         __m256 xs[T];  // zero past nb (never read)
         for (int j = 0; j < T; ++j) xs[j] = _mm256_maskz_loadu_ps(bm, XSt + j * xs_stride + gb);
-        for (int i = 0; i < R; ++i) {
-          const __m256 d = _mm256_set1_ps(q6k_d256(Dr + i * d_stride + s));
-          for (int j = 0; j < T; ++j) _mm256_store_ps(sc[i][j], _mm256_mul_ps(d, xs[j]));
-          // The super-block's lines of both planes, as far ahead in time (the high plane is read
-          // at half the pace: half the distance).
-          const uint8_t* lo = Wr + i * w_row_bytes + gb * (kQuantGroup / 2) + kPrefetchBytes;
-          prefetch(lo);
-          prefetch(lo + 64);
-          prefetch(Hr + i * hi_row_bytes + gb * (kQuantGroup / 4) + kPrefetchBytes / 2);
-        }
+        q6k_super_start<R, T>(xs, Dr, d_stride, s, Wr, w_row_bytes, Hr, hi_row_bytes, gb, sc);
       }
       for (uint32_t q = 0; 4 * q < nb; ++q) {
         const size_t g = gb + 4 * q;
