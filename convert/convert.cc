@@ -149,11 +149,16 @@ bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, st
   return write_model_file(model, opts, out_path, err, stats);
 }
 
-const char* quant_preset_names() { return "q4k_m"; }
+const char* quant_preset_names() { return "q4k_m, q5k_m"; }
 
 bool apply_quant_preset(const std::string& name, ModelData* md, fb::DType* base) {
-  if (name != "q4k_m") return false;
-  *base = fb::DType::Q4K;
+  if (name == "q4k_m") {
+    *base = fb::DType::Q4K;
+  } else if (name == "q5k_m") {
+    *base = fb::DType::Q5K;
+  } else {
+    return false;
+  }
   if (!md) return true;
   const bool tied = md->arch.tied_embeddings;
   const int32_t n = static_cast<int32_t>(md->arch.n_layers);
@@ -167,7 +172,7 @@ bool apply_quant_preset(const std::string& name, ModelData* md, fb::DType* base)
     const bool output = t.role == R::Output || (tied && t.role == R::TokenEmbedding);
     const bool more = output || ((t.role == R::Wv || t.role == R::FfnDown) && more_bits(t.layer));
     t.has_target = true;
-    t.target = more ? fb::DType::Q6K : fb::DType::Q4K;
+    t.target = more ? fb::DType::Q6K : *base;
   }
   return true;
 }

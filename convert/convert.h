@@ -85,7 +85,8 @@ bool write_model_file(const ModelData& model, const ConvertOptions& opts,
 
 // Name used in messages and logs: "f32", "f16", "q8", "q4", "q4k", "q6k".
 const char* dtype_name(fb::DType t);
-// Parses "f32" / "f16" / "q8" / "q4" / "q4k" / "q6k" (also "q8_0", "q4_0", "q4_k", "q6_k");
+// Parses "f32" / "f16" / "q8" / "q4" / "q4k" / "q5k" / "q6k" (also "q8_0", "q4_0", "q4_k",
+// "q5_k", "q6_k");
 // false if unknown.
 bool parse_dtype(const std::string& s, fb::DType* out);
 
@@ -94,10 +95,11 @@ bool parse_dtype(const std::string& s, fb::DType* out);
 //   q4k_m   q4k; the output projection (the token embedding when it is tied to the output) in
 //           q6k, and attention V and FFN down in q6k in the first and last eighth of the layers
 //           and every third layer between (llama.cpp's use_more_bits), like Q4_K_M
+//   q5k_m   the same with q5k for q4k, like Q5_K_M
 // True when `name` is a preset: sets the base encoding and each 2-D tensor's target in `md`
 // (md may be null: only the name is checked).
 bool apply_quant_preset(const std::string& name, ModelData* md, fb::DType* base);
-// "q4k_m": the preset names, for usage messages.
+// "q4k_m, q5k_m": the preset names, for usage messages.
 const char* quant_preset_names();
 
 // One line summing up ConvertStats::actions: "12 Q5_0 -> q8 (exact repack), 5 F32 -> f32 (exact)".

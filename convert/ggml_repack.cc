@@ -15,6 +15,7 @@ bool ggml_exact_repack_target(uint32_t type, fb::DType* out) {
     case kGgmlQ8_0: case kGgmlQ5_0: case kGgmlIQ4_NL: *out = fb::DType::Q8; return true;
     case kGgmlQ4_0: *out = fb::DType::Q4; return true;
     case kGgmlQ4_K: *out = fb::DType::Q4K; return true;
+    case kGgmlQ5_K: *out = fb::DType::Q5K; return true;
     case kGgmlQ6_K: case kGgmlQ3_K: *out = fb::DType::Q6K; return true;
     default: return false;
   }
@@ -22,21 +23,26 @@ bool ggml_exact_repack_target(uint32_t type, fb::DType* out) {
 
 namespace {
 
-// Q4_K super-blocks (256 values: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes
-// of nibbles; cols a multiple of 256) -> Q4K planes. Sub-block j (32 values) of a super-block is
-// the low (j even) or high (j odd) nibbles of bytes 32 (j / 2) .. + 31; our group j holds value l
-// in byte l % 16, low nibble for l < 16.
-void repack_q4_k(const uint8_t* src, uint64_t rows, uint64_t cols, std::vector<uint8_t>* out) {
-  out->assign(static_cast<size_t>(tensor_data_bytes(WeightType::Q4K, rows, cols)), 0);
+// Q4_K / Q5_K super-blocks (256 values: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins,
+// Q5_K: 32 bytes qh, then 128 bytes of nibbles; cols a multiple of 256) -> Q4K / Q5K planes.
+// Sub-block j (32 values) of a super-block is the low (j even) or high (j odd) nibbles of bytes
+// 32 (j / 2) .. + 31, Q5_K's fifth bit of its value l bit j of qh[l]; our group j holds value l
+// in byte l % 16, low nibble for l < 16, and Q5K's fifth bit in bit l / 4 of high byte l % 4.
+template <bool Q5>
+void repack_q45_k(const uint8_t* src, uint64_t rows, uint64_t cols, std::vector<uint8_t>* out) {
+  const WeightType wt = Q5 ? WeightType::Q5K : WeightType::Q4K;
+  out->assign(static_cast<size_t>(tensor_data_bytes(wt, rows, cols)), 0);
   uint8_t* qs = out->data();
-  uint8_t* dm = out->data() + quant_scales_offset(WeightType::Q4K, rows, cols);
-  uint8_t* subs = out->data() + q4k_subs_offset(rows, cols);
+  uint8_t* high = out->data() + q5k_high_offset(rows, cols);  // Q5K only
+  uint8_t* dm = out->data() + quant_scales_offset(wt, rows, cols);
+  uint8_t* subs = out->data() + (Q5 ? q5k_subs_offset(rows, cols) : q4k_subs_offset(rows, cols));
   const uint64_t n_blocks = rows * cols / 256;  // row-major: block b is super-block b of the plane
   for (uint64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* blk = src + b * 144;
+    const uint8_t* blk = src + b * (Q5 ? 176 : 144);
     memcpy(dm + b * 4, blk, 4);  // d, dmin
     const uint8_t* sb = blk + 4;
-    const uint8_t* q = blk + 16;
+    const uint8_t* qh = blk + 16;  // Q5_K only
+    const uint8_t* q = blk + (Q5 ? 48 : 16);
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       ggml_scale_min_k4(j, sb, &sc, &m);
@@ -46,6 +52,10 @@ void repack_q4_k(const uint8_t* src, uint64_t rows, uint64_t cols, std::vector<u
       for (int l = 0; l < 32; ++l) v[l] = (j & 1) ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0x0f;
       uint8_t* g = qs + (b * 8 + j) * 16;
       for (int l = 0; l < 16; ++l) g[l] = static_cast<uint8_t>(v[l] | (v[l + 16] << 4));
+      if (Q5) {
+        uint8_t* h = high + (b * 8 + j) * 4;
+        for (int l = 0; l < 32; ++l) h[l % 4] = static_cast<uint8_t>(h[l % 4] | ((qh[l] >> j) & 1) << (l / 4));
+      }
     }
   }
 }
@@ -86,7 +96,8 @@ void repack_symmetric_k(uint32_t type, const uint8_t* src, uint64_t rows, uint64
 
 void ggml_repack(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols,
                  std::vector<uint8_t>* out) {
-  if (type == kGgmlQ4_K) return repack_q4_k(src, rows, cols, out);
+  if (type == kGgmlQ4_K) return repack_q45_k<false>(src, rows, cols, out);
+  if (type == kGgmlQ5_K) return repack_q45_k<true>(src, rows, cols, out);
   if (type == kGgmlQ6_K || type == kGgmlQ3_K) return repack_symmetric_k(type, src, rows, cols, out);
   fb::DType target = fb::DType::F32;
   ggml_exact_repack_target(type, &target);

@@ -9,6 +9,7 @@
 //   IQ4_NL -> q8: the nibble's level (an int8 in [-127, 113]) becomes the int8 quant.
 //   Q4_K   -> q4k: d, dmin, the 6-bit scales and mins unpacked to bytes, the nibbles regrouped
 //             (q4k is Q4_K's arithmetic in a layout for our kernels: schema/model.fbs).
+//   Q5_K   -> q5k: as Q4_K, the fifth bits regrouped into their own plane.
 //   Q6_K   -> q6k: d and the int8 scales as they are, the 6-bit levels split into planes.
 //   Q3_K   -> q6k: the same, its 3-bit levels and 6-bit scales being a sub-range of Q6_K's.
 //
@@ -28,7 +29,7 @@
 namespace ringlm::internal {
 namespace conv {
 
-// The ringlm encoding a tensor of ggml `type` repacks into exactly (q8, q4, q4k, q6k); false if
+// The ringlm encoding a tensor of ggml `type` repacks into exactly (q8, q4, q4k, q5k, q6k); false if
 // none.
 bool ggml_exact_repack_target(uint32_t type, fb::DType* out);
 

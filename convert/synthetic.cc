@@ -132,25 +132,30 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
       }
       break;
     }
-    case fb::DType::Q4K: {
-      // Unsigned nibbles round(v / 16) + 8; every group's sc = m = 1 with d = 16 s and
-      // dmin = 8 d, so value = d q - dmin = d (q - 8): the Q4 grid, in Q4K's encoding.
+    case fb::DType::Q4K:
+    case fb::DType::Q5K: {
+      // Q4K: unsigned nibbles round(v / 16) + 8; every group's sc = m = 1 with d = 16 s and
+      // dmin = 8 d, so value = d q - dmin = d (q - 8): the Q4 grid, in Q4K's encoding. Q5K: the
+      // same with levels round(v / 8) + 16 in [0, 31], d = 8 s, dmin = 16 d: the 5-bit grid.
+      const bool five = t == fb::DType::Q5K;
+      const int shift = five ? 3 : 4, mid = five ? 16 : 8;
       int32_t v[kQuantGroup];
+      uint8_t* high = o + q5k_high_offset(rows, cols);  // Q5K only
       for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
         for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
         uint8_t* q = o + grp * (kQuantGroup / 2);
-        for (uint32_t j = 0; j < kQuantGroup / 2; ++j) {
-          int32_t lo = ((v[j] + 8) >> 4) + 8, hi = ((v[j + 16] + 8) >> 4) + 8;
-          lo = lo > 15 ? 15 : lo;
-          hi = hi > 15 ? 15 : hi;
-          q[j] = static_cast<uint8_t>(lo | (hi << 4));
+        for (uint32_t j = 0; j < kQuantGroup; ++j) {
+          int32_t l = ((v[j] + (1 << (shift - 1))) >> shift) + mid;
+          l = l < 0 ? 0 : l > 2 * mid - 1 ? 2 * mid - 1 : l;
+          q[j % 16] = static_cast<uint8_t>(q[j % 16] | (l & 15) << (j < 16 ? 0 : 4));
+          if (five) high[grp * 4 + j % 4] = static_cast<uint8_t>(high[grp * 4 + j % 4] | (l >> 4) << (j / 4));
         }
       }
       const uint64_t supers = rows * q4k_supers(cols);
-      const uint16_t d = f32_to_fp16(16.0f * fp16_to_f32(s16));
-      const uint16_t dmin = f32_to_fp16(8.0f * fp16_to_f32(d));
+      const uint16_t d = f32_to_fp16(static_cast<float>(1 << shift) * fp16_to_f32(s16));
+      const uint16_t dmin = f32_to_fp16(static_cast<float>(mid) * fp16_to_f32(d));
       uint8_t* dm = o + quant_scales_offset(wt, rows, cols);
-      uint8_t* subs = o + q4k_subs_offset(rows, cols);
+      uint8_t* subs = o + (five ? q5k_subs_offset(rows, cols) : q4k_subs_offset(rows, cols));
       const uint32_t groups = static_cast<uint32_t>(cols / kQuantGroup);
       for (uint64_t i = 0; i < supers; ++i) {
         memcpy(dm + 4 * i, &d, 2);

@@ -80,7 +80,8 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
     tb.add_shape(shape);
     tb.add_dtype(p.dtype);
     tb.add_group_size(p.dtype == fb::DType::Q8 || p.dtype == fb::DType::Q4 ||
-                              p.dtype == fb::DType::Q4K || p.dtype == fb::DType::Q6K
+                              p.dtype == fb::DType::Q4K || p.dtype == fb::DType::Q6K ||
+                              p.dtype == fb::DType::Q5K
                           ? kQuantGroup
                           : 0);
     tb.add_offset(p.offset);
@@ -136,12 +137,15 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
   auto arch = ab.Finish();
 
   fb::ModelBuilder mb(fbb);
-  // The lowest version that holds the file (schema/model.fbs): 3 when it has Q6K tensors, 2 when
-  // it has Q4K ones.
+  // The lowest version that holds the file (schema/model.fbs): 4 when it has Q5K tensors, 3 when
+  // Q6K ones, 2 when Q4K ones.
   uint32_t version = 1;
   for (const Planned& p : plan) {
-    if (p.dtype == fb::DType::Q4K && version < 2) version = 2;
-    if (p.dtype == fb::DType::Q6K) version = 3;
+    const uint32_t need = p.dtype == fb::DType::Q5K   ? 4
+                          : p.dtype == fb::DType::Q6K ? 3
+                          : p.dtype == fb::DType::Q4K ? 2
+                                                      : 1;
+    if (need > version) version = need;
   }
   mb.add_format_version(version);
   mb.add_arch(arch);
@@ -203,19 +207,29 @@ void encode(const std::vector<float>& x, fb::DType t, uint64_t rows, uint64_t co
       }
       break;
     }
-    case fb::DType::Q4K: {
+    case fb::DType::Q4K:
+    case fb::DType::Q5K: {
+      const bool five = t == fb::DType::Q5K;
+      const WeightType wt = static_cast<WeightType>(t);
       const uint64_t row_qs = padded_cols(cols) / 2, supers = q4k_supers(cols);
       uint8_t* qs = out->data();
-      uint8_t* dm = out->data() + quant_scales_offset(WeightType::Q4K, rows, cols);
-      uint8_t* subs = out->data() + q4k_subs_offset(rows, cols);
+      uint8_t* high = out->data() + q5k_high_offset(rows, cols);  // Q5K only
+      uint8_t* dm = out->data() + quant_scales_offset(wt, rows, cols);
+      uint8_t* subs = out->data() + (five ? q5k_subs_offset(rows, cols) : q4k_subs_offset(rows, cols));
       std::vector<uint16_t> dmv(static_cast<size_t>(2 * supers));
       std::vector<float> back(static_cast<size_t>(cols));
       for (uint64_t r = 0; r < rows; ++r) {
         const float* row = x.data() + r * cols;
         uint8_t* q = qs + r * row_qs;
         uint8_t* sb = subs + r * supers * 16;
-        quantize_row_q4k(row, cols, q, dmv.data(), sb);
-        dequantize_row_q4k(q, dmv.data(), sb, cols, back.data());
+        if (five) {
+          uint8_t* h = high + r * (padded_cols(cols) / 8);
+          quantize_row_q5k(row, cols, q, h, dmv.data(), sb);
+          dequantize_row_q5k(q, h, dmv.data(), sb, cols, back.data());
+        } else {
+          quantize_row_q4k(row, cols, q, dmv.data(), sb);
+          dequantize_row_q4k(q, dmv.data(), sb, cols, back.data());
+        }
         memcpy(dm + r * supers * 4, dmv.data(), supers * 4);
         for (uint64_t c = 0; c < cols; ++c) {
           const double d = static_cast<double>(back[c]) - row[c];
@@ -295,10 +309,11 @@ NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t row
       memcpy(&h, sc + 2 * k, 2);
       if (bad(h)) return {(k / groups) * cols + (k % groups) * kQuantGroup, fp16_to_f32(h)};
     }
-  } else if (t == fb::DType::Q4K || t == fb::DType::Q6K) {
-    // d (and Q4K's dmin) of each super-block (8 groups); index = the super-block's first element.
+  } else if (t == fb::DType::Q4K || t == fb::DType::Q5K || t == fb::DType::Q6K) {
+    // d (and Q4K's / Q5K's dmin) of each super-block (8 groups); index = the super-block's first
+    // element.
     const uint64_t supers = q4k_supers(cols);
-    const uint64_t per = t == fb::DType::Q4K ? 2 : 1;  // f16 values per super-block
+    const uint64_t per = t == fb::DType::Q6K ? 1 : 2;  // f16 values per super-block
     const uint8_t* dm = data + quant_scales_offset(static_cast<WeightType>(t), rows, cols);
     for (uint64_t k = 0; k < rows * supers * per; ++k) {
       uint16_t h;
@@ -313,9 +328,12 @@ NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t row
   return {n, 0.0f};
 }
 
-// Values one stored f16 scale covers (a Q4K super-block's d / dmin, a Q6K one's d: 8 groups).
+// Values one stored f16 scale covers (a Q4K / Q5K super-block's d / dmin, a Q6K one's d: 8
+// groups).
 uint32_t scale_span(fb::DType t) {
-  return t == fb::DType::Q4K || t == fb::DType::Q6K ? kQuantGroup * kQ4kSuperGroups : kQuantGroup;
+  return t == fb::DType::Q4K || t == fb::DType::Q5K || t == fb::DType::Q6K
+             ? kQuantGroup * kQ4kSuperGroups
+             : kQuantGroup;
 }
 
 // "index I (row R, column C)" for matrices, "index I" for vectors.
@@ -348,6 +366,7 @@ const char* dtype_name(fb::DType t) {
     case fb::DType::Q4: return "q4";
     case fb::DType::Q4K: return "q4k";
     case fb::DType::Q6K: return "q6k";
+    case fb::DType::Q5K: return "q5k";
   }
   return "?";
 }
@@ -361,6 +380,7 @@ bool parse_dtype(const std::string& s, fb::DType* out) {
   else if (l == "q4" || l == "q4_0") *out = fb::DType::Q4;
   else if (l == "q4k" || l == "q4_k") *out = fb::DType::Q4K;
   else if (l == "q6k" || l == "q6_k") *out = fb::DType::Q6K;
+  else if (l == "q5k" || l == "q5_k") *out = fb::DType::Q5K;
   else return false;
   return true;
 }

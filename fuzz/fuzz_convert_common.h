@@ -52,9 +52,10 @@ inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, ui
     elems += n;
   }
   if (elems > (8u << 20)) return;
-  // f32, f16, q8, q4, q4k (then q6k too), or --quant keep (selector % 6 == 5: each tensor's
-  // smallest exact encoding). q6k rides along with q4k rather than taking a selector value of
-  // its own, so the inputs of fuzz/regressions keep reaching the encodings they were found with.
+  // f32, f16, q8, q4, q4k (then q6k and q5k too), or --quant keep (selector % 6 == 5: each
+  // tensor's smallest exact encoding). q6k and q5k ride along with q4k rather than taking selector
+  // values of their own, so the inputs of fuzz/regressions keep reaching the encodings they were
+  // found with.
   const ringlm::internal::fb::DType quants[6] = {
       ringlm::internal::fb::DType::F32, ringlm::internal::fb::DType::F16,
       ringlm::internal::fb::DType::Q8,  ringlm::internal::fb::DType::Q4,
@@ -62,7 +63,10 @@ inline void convert_and_exercise(const ringlm::internal::conv::ModelData& md, ui
   const ringlm::internal::fb::DType q = quants[selector % 6];
   const bool keep = selector % 6 == 5;
   convert_one(md, q, keep);
-  if (q == ringlm::internal::fb::DType::Q4K) convert_one(md, ringlm::internal::fb::DType::Q6K, false);
+  if (q == ringlm::internal::fb::DType::Q4K) {
+    convert_one(md, ringlm::internal::fb::DType::Q6K, false);
+    convert_one(md, ringlm::internal::fb::DType::Q5K, false);
+  }
 }
 
 }  // namespace ringlm_fuzz

@@ -24,7 +24,7 @@ namespace ringlm::internal {
 constexpr uint32_t kQuantGroup = 32;
 
 // Matches fb::DType values; kept here so neither the kernels nor quant.h need the generated schema.
-enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3, Q4K = 4, Q6K = 5 };
+enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3, Q4K = 4, Q6K = 5, Q5K = 6 };
 
 // Q4K groups come 8 to a super-block (GGUF Q4_K's 256 values): one (d, dmin) pair of f16 per
 // super-block, a 6-bit scale and min per group (the last super-block of a row may be short): a
@@ -39,15 +39,23 @@ constexpr uint32_t kQ4kSuperGroups = 8;
 // d per super-block; sc per super-block, two per group (its first and second 16 values).
 constexpr uint32_t kQ6kSubsPerSuper = 2 * kQ4kSuperGroups;
 
+// Q5K (GGUF Q5_K's values): Q4K with a fifth bit, q in [0, 31]; value = (d * sc) * q - (dmin * m)
+// as Q4K. Planes: Q4K's low nibbles; the fifth bits, 4 bytes per group, bit k of byte j holding
+// value 4k + j's (a 4-byte broadcast gives every lane its byte: one variable shift per lane
+// remains, NEON's vshl / AVX2's vpsrlvd per 4 lanes); Q4K's (d, dmin) and sc/m planes.
+
 // One weight matrix (or vector) as the kernels see it. Pointers borrow the model bytes.
 struct WeightView {
-  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4/Q4K/Q6K: packed nibbles
+  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4/Q4K/Q5K/Q6K: packed
+                                     // nibbles
   const uint16_t* scales = nullptr;  // Q8/Q4: f16 scale per 32-group, (rows, row_stride / 32);
-                                     // Q4K: f16 (d, dmin) per super-block, (rows, supers, 2);
+                                     // Q4K/Q5K: f16 (d, dmin) per super-block, (rows, supers, 2);
                                      // Q6K: f16 d per super-block, (rows, supers)
-  const uint8_t* subs = nullptr;     // Q4K: per super-block sc[8] then m[8], (rows, supers, 16);
+  const uint8_t* subs = nullptr;     // Q4K/Q5K: per super-block sc[8] then m[8], (rows, supers,
+                                     // 16);
                                      // Q6K: int8 sc per 16 values, (rows, supers, 16)
-  const uint8_t* high = nullptr;     // Q6K: the high 2 bits, (rows, row_stride / 4)
+  const uint8_t* high = nullptr;     // Q6K: the high 2 bits, (rows, row_stride / 4);
+                                     // Q5K: the fifth bits, (rows, row_stride / 8)
   WeightType type = WeightType::F32;
   uint32_t rows = 0;                 // output features (1 for vectors)
   uint32_t cols = 0;                 // input features
@@ -64,13 +72,13 @@ struct WeightView {
 constexpr uint32_t kMatmulExactRows = 0x80000000u;
 constexpr uint32_t kExactRowBlock = 32;  // a multiple of every decode row tile (4, 8)
 
-// Activations quantized for Q8/Q4/Q4K/Q6K matmuls.
+// Activations quantized for Q8/Q4/Q4K/Q5K/Q6K matmuls.
 struct QuantActs {
   const int8_t* qs;     // (n, stride) int8, zero past the logical cols
   const float* scales;  // (n, stride / 32)
   uint32_t stride;      // padded cols (multiple of 32)
-  // (n, stride / 32) scales[g] * (sum of group g's qs), for Q4K's min term; only the runs that
-  // hold a Q4K matrix fill it (null otherwise).
+  // (n, stride / 32) scales[g] * (sum of group g's qs), for Q4K's and Q5K's min term; only the
+  // runs that hold such a matrix fill it (null otherwise).
   const float* sums = nullptr;
 };
 
@@ -95,6 +103,9 @@ struct KernelTable {
   // product is sum_g (sc_a * isum_a + sc_b * isum_b) * (d_s * xscale_g), with isum the exact
   // int32 dot product of (q - 32) and the int8 activations over the sub-block (x.sums unused).
   void (*matmul_q6k)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1);
+  // Q5K: as Q4K, with q = nibble | 16 * fifth bit in [0, 31].
+  void (*matmul_q5k)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1);
   // x(n, cols) -> qs(n, stride), scales(n, stride/32); symmetric, amax/127 per group.
   void (*quantize_acts)(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,

@@ -61,13 +61,11 @@ void matmul_quant_ref(const WeightView& w, const QuantActs& x, uint32_t n, float
   }
 }
 
-}  // namespace
-
-// Q4K: the exact int32 dot product per group, scaled by (d * sc) * xscale, and the min term
-// accumulated apart, subtracted at the end (kernels.h). Outside the anonymous namespace: isa.h
-// names it, for tables that have no kernel of their own for Q4K.
-void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                    uint32_t r1) {
+// Q4K / Q5K (kFive: q's fifth bit from w.high): the exact int32 dot product per group, scaled by
+// (d * sc) * xscale, and the min term accumulated apart, subtracted at the end (kernels.h).
+template <bool kFive>
+void matmul_qk_asym_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y,
+                        uint32_t r0, uint32_t r1) {
   n &= ~kMatmulExactRows;  // every row is computed on its own anyway
   const uint8_t* W = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_stride / 2;
@@ -80,6 +78,7 @@ void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* 
     float* yt = y + static_cast<size_t>(t) * w.rows;
     for (uint32_t r = r0; r < r1; ++r) {
       const uint8_t* row = W + static_cast<size_t>(r) * row_bytes;
+      const uint8_t* hi = kFive ? w.high + static_cast<size_t>(r) * (w.row_stride / 8) : nullptr;
       const uint16_t* dm = w.scales + static_cast<size_t>(r) * supers * 2;
       const uint8_t* sub = w.subs + static_cast<size_t>(r) * supers * 16;
       float acc = 0.0f, acc_min = 0.0f;
@@ -90,7 +89,8 @@ void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* 
         const int8_t* xg = xq + g * kQuantGroup;
         int32_t isum = 0;
         for (uint32_t j = 0; j < kQuantGroup; ++j) {
-          const int32_t v = j < 16 ? (grp[j] & 0x0f) : (grp[j - 16] >> 4);
+          int32_t v = j < 16 ? (grp[j] & 0x0f) : (grp[j - 16] >> 4);
+          if (kFive) v |= ((hi[g * 4 + j % 4] >> (j / 4)) & 1) << 4;
           isum += v * xg[j];
         }
         const float dl = d * static_cast<float>(sub[16 * s + k]);
@@ -101,6 +101,20 @@ void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* 
       yt[r] = acc - acc_min;
     }
   }
+}
+
+}  // namespace
+
+// Outside the anonymous namespace: isa.h names them, for tables that have no kernel of their own
+// for Q4K / Q5K.
+void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  matmul_qk_asym_ref<false>(w, x, n, y, r0, r1);
+}
+
+void matmul_q5k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  matmul_qk_asym_ref<true>(w, x, n, y, r0, r1);
 }
 
 // Q6K: per sub-block of 16 the exact int32 dot product of (q - 32) and the activations; a
@@ -279,6 +293,7 @@ const KernelTable kRef = {
     matmul_quant_ref<true>,
     matmul_q4k_ref,
     matmul_q6k_ref,
+    matmul_q5k_ref,
     quantize_acts_ref,
     rmsnorm_ref,
     softmax_ref,

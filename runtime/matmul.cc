@@ -41,7 +41,7 @@ WeightView slot_weight(const ModelImpl& m, uint32_t slot) {
 
 bool is_quant(const WeightView& w) {
   return w.type == WeightType::Q8 || w.type == WeightType::Q4 || w.type == WeightType::Q4K ||
-         w.type == WeightType::Q6K;
+         w.type == WeightType::Q6K || w.type == WeightType::Q5K;
 }
 
 // Bytes a matmul reads of `w` (values and, for Q8/Q4, the f16 group scales).
@@ -55,6 +55,8 @@ uint64_t weight_bytes(const WeightView& w) {
     case WeightType::Q4K: return n / 2 + static_cast<uint64_t>(w.rows) * q4k_supers(w.cols) * 20;
     case WeightType::Q6K:
       return n / 2 + n / 4 + static_cast<uint64_t>(w.rows) * q6k_supers(w.cols) * 18;
+    case WeightType::Q5K:
+      return n / 2 + n / 8 + static_cast<uint64_t>(w.rows) * q4k_supers(w.cols) * 20;
   }
   return n;
 }
@@ -81,6 +83,9 @@ void linear_rows(const KernelTable* k, const WeightView& w, const float* x, cons
       break;
     case WeightType::Q6K:
       k->matmul_q6k(w, qa, n, y, r0, r1);
+      break;
+    case WeightType::Q5K:
+      k->matmul_q5k(w, qa, n, y, r0, r1);
       break;
   }
 }
@@ -189,7 +194,7 @@ void matmul_run(Matmuls* mm, const float* x, uint32_t n, const MatSlot* slots, f
     job.y[i] = y[i];
     job.ops[i] = matmul_xnnpack_ops(mm->xnn, slot);
     need |= is_quant(w);
-    need_sums |= w.type == WeightType::Q4K;
+    need_sums |= w.type == WeightType::Q4K || w.type == WeightType::Q5K;
     all_xnn = all_xnn && job.ops[i];
     weights += static_cast<uint64_t>(w.rows) * w.cols;
     bytes += weight_bytes(w);
@@ -203,7 +208,7 @@ void matmul_run(Matmuls* mm, const float* x, uint32_t n, const MatSlot* slots, f
     mm->k->quantize_acts(x, n, cols, stride, mm->xq, mm->xqs);
     job.qa = QuantActs{mm->xq, mm->xqs, stride};
     if (need_sums) {
-      // Q4K's min term: each group's scale times the sum of its int8 values (n * stride adds,
+      // Q4K's and Q5K's min term: each group's scale times the sum of its int8 values (n * stride adds,
       // against rows times that in the matmul).
       const uint32_t groups = stride / kQuantGroup;
       for (size_t i = 0; i < static_cast<size_t>(n) * groups; ++i) {

@@ -13,7 +13,7 @@ using fb::TensorRole;
 
 bool is_quant(WeightType t) {
   return t == WeightType::Q8 || t == WeightType::Q4 || t == WeightType::Q4K ||
-         t == WeightType::Q6K;
+         t == WeightType::Q6K || t == WeightType::Q5K;
 }
 
 // The manifest input of verified hyperparameters.
@@ -152,6 +152,9 @@ Status check_tensor(const fb::Tensor* t, uint32_t index, uint32_t version, uint6
             version);
   RLM_CHECK(wt != WeightType::Q6K || version >= 3, RLM_ERR_MODEL_TENSOR, err,
             "tensor %u (%s): dtype Q6K needs format version 3, the file says %u", index, name,
+            version);
+  RLM_CHECK(wt != WeightType::Q5K || version >= 4, RLM_ERR_MODEL_TENSOR, err,
+            "tensor %u (%s): dtype Q5K needs format version 4, the file says %u", index, name,
             version);
   if (is_quant(wt)) {
     RLM_CHECK(t->group_size() == kQuantGroup, RLM_ERR_MODEL_TENSOR, err,
@@ -359,6 +362,10 @@ WeightView model_weight(const ModelImpl& m, const fb::Tensor* t) {
     if (v.type == WeightType::Q6K) {
       v.high = m.bytes + t->offset() + q6k_high_offset(v.rows, v.cols);
       v.subs = m.bytes + t->offset() + q6k_subs_offset(v.rows, v.cols);
+    }
+    if (v.type == WeightType::Q5K) {
+      v.high = m.bytes + t->offset() + q5k_high_offset(v.rows, v.cols);
+      v.subs = m.bytes + t->offset() + q5k_subs_offset(v.rows, v.cols);
     }
   } else {
     v.row_stride = v.cols;

@@ -24,12 +24,18 @@ inline float round_away(float x) {
 uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols) {
   uint64_t cp = padded_cols(cols);
   if (t == WeightType::Q6K) return q6k_high_offset(rows, cols) + align_up(rows * cp / 4, kTensorAlignment);
+  if (t == WeightType::Q5K) return q5k_high_offset(rows, cols) + align_up(rows * cp / 8, kTensorAlignment);
   uint64_t qs = t == WeightType::Q8 ? rows * cp : rows * cp / 2;
   return align_up(qs, kTensorAlignment);
 }
 
 uint64_t q4k_subs_offset(uint64_t rows, uint64_t cols) {
   return quant_scales_offset(WeightType::Q4K, rows, cols) +
+         align_up(rows * q4k_supers(cols) * 4, kTensorAlignment);
+}
+
+uint64_t q5k_subs_offset(uint64_t rows, uint64_t cols) {
+  return quant_scales_offset(WeightType::Q5K, rows, cols) +
          align_up(rows * q4k_supers(cols) * 4, kTensorAlignment);
 }
 
@@ -58,6 +64,8 @@ uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols) {
       return q4k_subs_offset(rows, cols) + rows * q4k_supers(cols) * 16;
     case WeightType::Q6K:
       return q6k_subs_offset(rows, cols) + rows * q6k_supers(cols) * kQ6kSubsPerSuper;
+    case WeightType::Q5K:
+      return q5k_subs_offset(rows, cols) + rows * q4k_supers(cols) * 16;
   }
   return 0;
 }
@@ -126,12 +134,15 @@ inline float clamp_level(float l, float top) {
   return l > 0.0f ? (l < top ? l : top) : 0.0f;
 }
 
-// Fits x[i] ~= a * q[i] - b, q[i] in [0, 15], a >= 0, b >= 0 (the group's minimum clamped to
-// <= 0), minimizing sum w[i] (x[i] - (a q[i] - b))^2 over the rounding grids
-// q = round(is * (x - lo)) for is around 15 / (hi - lo): each grid's (a, b) is the weighted
+// Fits x[i] ~= a * q[i] - b, q[i] in [0, top] (top = 15: Q4K, 31: Q5K), a >= 0, b >= 0 (the
+// group's minimum clamped to <= 0), minimizing sum w[i] (x[i] - (a q[i] - b))^2 over the rounding
+// grids q = round(is * (x - lo)) for is around top / (hi - lo): each grid's (a, b) is the weighted
 // least-squares line through its points. The search (from llama.cpp's make_qkx2_quants: same
-// grid and weights, our code) beats plain min/max rounding by ~10 % RMSE on Gaussian weights.
-void fit_group_q4k(const float* x, const float* w, uint32_t n, float* a_out, float* b_out) {
+// grids and weights, our code) beats plain min/max rounding by ~10 % RMSE on Gaussian weights.
+// Grids: is = (top + rmin + 0.1 step) / (hi - lo), step 0..steps (llama.cpp's Q4_K: rmin -1,
+// 20 steps; Q5_K: -0.5, 15), and step -1 for plain min/max.
+void fit_group_asym(const float* x, const float* w, uint32_t n, float top, float rmin, int steps,
+                    float* a_out, float* b_out) {
   float lo = 0.0f, hi = -INFINITY, sw = 0.0f, swx = 0.0f;
   for (uint32_t i = 0; i < n; ++i) {
     lo = fminf(lo, x[i]);
@@ -144,13 +155,13 @@ void fit_group_q4k(const float* x, const float* w, uint32_t n, float* a_out, flo
     *b_out = -lo;
     return;
   }
-  float best_a = (hi - lo) / 15.0f, best_b = -lo, best_err = INFINITY;
-  for (int step = -1; step <= 20; ++step) {  // is = (14 + 0.1 step) / (hi - lo); -1: min/max
-    const float is = step < 0 ? 15.0f / (hi - lo) : (15.0f + 0.1f * step - 1.0f) / (hi - lo);
+  float best_a = (hi - lo) / top, best_b = -lo, best_err = INFINITY;
+  for (int step = -1; step <= steps; ++step) {
+    const float is = step < 0 ? top / (hi - lo) : (top + rmin + 0.1f * step) / (hi - lo);
     float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
     for (uint32_t i = 0; i < n; ++i) {
       float l = round_away(is * (x[i] - lo));
-      l = clamp_level(l, 15.0f);
+      l = clamp_level(l, top);
       sl += w[i] * l;
       sl2 += w[i] * l * l;
       sxl += w[i] * l * x[i];
@@ -192,7 +203,13 @@ uint16_t six_bit_levels(const float* v, uint32_t n, uint8_t* levels) {
 
 }  // namespace
 
-void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, uint8_t* subs) {
+namespace {
+
+// Q4K (kTop 15, high null) and Q5K (kTop 31: the fifth bits into `high`, 4 bytes a group).
+template <int kTop>
+void quantize_row_asym_k(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* dm,
+                         uint8_t* subs) {
+  constexpr float top = static_cast<float>(kTop);
   const size_t groups = padded_cols(cols) / kQuantGroup;
   const size_t supers = q4k_supers(cols);
   memset(subs, 0, supers * 16);
@@ -213,7 +230,11 @@ void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, ui
       }
       const float av = len[k] ? sqrtf(ss / static_cast<float>(len[k])) : 0.0f;
       for (uint32_t j = 0; j < len[k]; ++j) w[j] = av + fabsf(v[k][j]);
-      fit_group_q4k(v[k], w, len[k], &a[k], &b[k]);
+      if (kTop == 15) {
+        fit_group_asym(v[k], w, len[k], top, -1.0f, 20, &a[k], &b[k]);
+      } else {
+        fit_group_asym(v[k], w, len[k], top, -0.5f, 15, &a[k], &b[k]);
+      }
     }
     uint8_t* sc = subs + 16 * s;
     dm[2 * s] = six_bit_levels(a, ng, sc);
@@ -236,7 +257,7 @@ void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, ui
           float err = 0.0f;
           for (uint32_t j = 0; j < len[k]; ++j) {
             float l = round_away((v[k][j] + ml) * inv);
-            l = clamp_level(l, 15.0f);
+            l = clamp_level(l, top);
             trial[j] = static_cast<uint8_t>(l);
             const float e = dl * l - ml - v[k][j];
             err += e * e;
@@ -251,10 +272,26 @@ void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, ui
       }
       uint8_t* out = qs + (g0 + k) * (kQuantGroup / 2);
       for (uint32_t j = 0; j < kQuantGroup / 2; ++j) {
-        out[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+        out[j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
+      }
+      if (kTop == 31) {
+        uint8_t* h = high + (g0 + k) * (kQuantGroup / 8);
+        memset(h, 0, kQuantGroup / 8);
+        for (uint32_t j = 0; j < kQuantGroup; ++j) h[j % 4] |= static_cast<uint8_t>((q[j] >> 4) << (j / 4));
       }
     }
   }
+}
+
+}  // namespace
+
+void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, uint8_t* subs) {
+  quantize_row_asym_k<15>(x, cols, qs, nullptr, dm, subs);
+}
+
+void quantize_row_q5k(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* dm,
+                      uint8_t* subs) {
+  quantize_row_asym_k<31>(x, cols, qs, high, dm, subs);
 }
 
 namespace {
@@ -394,6 +431,18 @@ void dequantize_row_q4k(const uint8_t* qs, const uint16_t* dm, const uint8_t* su
     const unsigned j = static_cast<unsigned>(i % kQuantGroup);
     const uint8_t b = qs[g * 16 + (j & 15u)];
     const float q = static_cast<float>(j < 16 ? (b & 0x0f) : (b >> 4));
+    const float dl = fp16_to_f32(dm[2 * s]) * static_cast<float>(subs[16 * s + k]);
+    const float ml = fp16_to_f32(dm[2 * s + 1]) * static_cast<float>(subs[16 * s + 8 + k]);
+    out[i] = dl * q - ml;
+  }
+}
+
+void dequantize_row_q5k(const uint8_t* qs, const uint8_t* high, const uint16_t* dm,
+                        const uint8_t* subs, size_t cols, float* out) {
+  for (size_t i = 0; i < cols; ++i) {
+    const size_t g = i / kQuantGroup, s = g / kQ4kSuperGroups, k = g % kQ4kSuperGroups;
+    const unsigned j = static_cast<unsigned>(i % kQuantGroup);
+    const float q = static_cast<float>(q5k_level(qs + g * (kQuantGroup / 2), high + g * (kQuantGroup / 8), j));
     const float dl = fp16_to_f32(dm[2 * s]) * static_cast<float>(subs[16 * s + k]);
     const float ml = fp16_to_f32(dm[2 * s + 1]) * static_cast<float>(subs[16 * s + 8 + k]);
     out[i] = dl * q - ml;

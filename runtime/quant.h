@@ -31,6 +31,13 @@ inline uint64_t q6k_supers(uint64_t cols) { return q4k_supers(cols); }
 uint64_t q6k_high_offset(uint64_t rows, uint64_t cols);
 uint64_t q6k_subs_offset(uint64_t rows, uint64_t cols);
 
+// Q5K (schema/model.fbs): super-blocks as Q4K's; the fifth-bit plane follows the nibbles, then
+// the (d, dmin) plane (quant_scales_offset) and the sc/m plane (q5k_subs_offset).
+inline uint64_t q5k_high_offset(uint64_t rows, uint64_t cols) {
+  return align_up(rows * padded_cols(cols) / 2, kTensorAlignment);
+}
+uint64_t q5k_subs_offset(uint64_t rows, uint64_t cols);
+
 // Exact bytes a tensor of this type and shape occupies, or 0 if it would overflow 2^62.
 // Callers check rows, cols < 2^32 first.
 uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols);
@@ -51,6 +58,11 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
 // Non-finite values quantize as 0.
 void quantize_row_q4k(const float* x, size_t cols, uint8_t* qs, uint16_t* dm, uint8_t* subs);
 
+// Q5K (schema/model.fbs): as Q4K with q in [0, 31], the fifth bits into padded_cols(cols) / 8
+// bytes of `high` (the grids of llama.cpp's Q5_K search).
+void quantize_row_q5k(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* dm,
+                      uint8_t* subs);
+
 // Q6K (schema/model.fbs): one row into padded_cols(cols) / 2 bytes of low nibbles,
 // padded_cols(cols) / 4 bytes of high bits, q6k_supers(cols) f16 d and q6k_supers(cols) * 16
 // int8 sc. Per 16 values a signed scale is fitted by a least-squares search over rounding grids
@@ -65,8 +77,17 @@ void dequantize_row_q8(const int8_t* qs, const uint16_t* scales, size_t cols, fl
 void dequantize_row_q4(const uint8_t* qs, const uint16_t* scales, size_t cols, float* out);
 void dequantize_row_q4k(const uint8_t* qs, const uint16_t* dm, const uint8_t* subs, size_t cols,
                         float* out);
+void dequantize_row_q5k(const uint8_t* qs, const uint8_t* high, const uint16_t* dm,
+                        const uint8_t* subs, size_t cols, float* out);
 void dequantize_row_q6k(const uint8_t* qs, const uint8_t* high, const uint16_t* d,
                         const int8_t* sc, size_t cols, float* out);
+
+// Q5K's q in [0, 31] of value j (< 32) of a group: its nibble and its fifth bit (bit j / 4 of
+// byte j % 4 of the group's 4 high bytes).
+inline int q5k_level(const uint8_t* group_qs, const uint8_t* group_high, unsigned j) {
+  const int low = j < 16 ? (group_qs[j] & 0x0f) : (group_qs[j - 16] >> 4);
+  return low | (((group_high[j % 4] >> (j / 4)) & 1) << 4);
+}
 
 // Q6K's q in [0, 63] of value j (< 32) of a group: its low nibble and its 2 high bits.
 inline int q6k_level(const uint8_t* group_qs, const uint8_t* group_high, unsigned j) {

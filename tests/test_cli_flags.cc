@@ -580,9 +580,10 @@ TEST_F(ByteLevelModel, GenerateSpeculativeFlags) {
   }
 }
 
-// --quant q4k / q6k / q4k_m (#18): convert writes the preset's mix (inspect shows it), generate
-// runs it, bench --synthetic takes it; an unknown --quant is refused naming the choices.
-TEST(CliFlags, QuantQ4kAndTheQ4kMPreset) {
+// --quant q4k / q5k / q6k / q4k_m / q5k_m (#18): convert writes the preset's mix (inspect shows
+// it), generate runs it, bench --synthetic takes them; an unknown --quant is refused naming the
+// choices.
+TEST(CliFlags, QuantKAndTheKMPresets) {
   // A small Llama config (convert quantizes every matrix from floats: SmolLM2's 28M-value
   // embedding takes minutes under qemu). With 4 layers, llama.cpp's use_more_bits picks layers 2
   // and 3 (the last eighth, and (i - 0) % 3 == 2).
@@ -592,16 +593,16 @@ TEST(CliFlags, QuantQ4kAndTheQ4kMPreset) {
             "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
             "num_hidden_layers": 4, "vocab_size": 512, "max_position_embeddings": 256,
             "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": true})";
-  const std::string model = dir + "/synthetic-q4km.rlm";
+  const std::string model = dir + "/synthetic-q5km.rlm";
   std::string out;
-  ASSERT_EQ(run_command(ringlm_bin() + " convert --synthetic " + dir + "/config.json --quant q4k_m -q -o " +
+  ASSERT_EQ(run_command(ringlm_bin() + " convert --synthetic " + dir + "/config.json --quant q5k_m -q -o " +
                             model + " 2>&1",
                         &out),
             0)
       << out;
   ASSERT_EQ(run_command(ringlm_bin() + " inspect " + model + " 2>&1", &out), 0) << out;
-  EXPECT_NE(out.find("format version 3"), std::string::npos) << out;
-  // One line per tensor: V and FFN down in q6k in layers 2 and 3 only, Q in q4k, the tied
+  EXPECT_NE(out.find("format version 4"), std::string::npos) << out;
+  // One line per tensor: V and FFN down in q6k in layers 2 and 3 only, Q in q5k, the tied
   // embedding (the output projection) in q6k.
   auto line_of = [&](const std::string& role, int layer) {
     const std::regex re(" " + role + " +" + std::to_string(layer) + " [^\n]*");
@@ -609,10 +610,10 @@ TEST(CliFlags, QuantQ4kAndTheQ4kMPreset) {
     return std::regex_search(out, m, re) ? m.str() : std::string();
   };
   for (int layer = 0; layer < 4; ++layer) {
-    const char* want = layer >= 2 ? " Q6K " : " Q4K ";
+    const char* want = layer >= 2 ? " Q6K " : " Q5K ";
     EXPECT_NE(line_of("Wv", layer).find(want), std::string::npos) << layer << "\n" << out;
     EXPECT_NE(line_of("FfnDown", layer).find(want), std::string::npos) << layer << "\n" << out;
-    EXPECT_NE(line_of("Wq", layer).find(" Q4K "), std::string::npos) << layer << "\n" << out;
+    EXPECT_NE(line_of("Wq", layer).find(" Q5K "), std::string::npos) << layer << "\n" << out;
   }
   EXPECT_NE(line_of("TokenEmbedding", -1).find(" Q6K "), std::string::npos) << out;
   ASSERT_EQ(run_command(ringlm_bin() + " generate -m " + model + " -p hello -n 4 --temp 0 2>&1", &out), 0)
@@ -627,10 +628,16 @@ TEST(CliFlags, QuantQ4kAndTheQ4kMPreset) {
             0)
       << out;
   EXPECT_NE(out.find(" 1L q6k | "), std::string::npos) << out;
+  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q5k -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(" 1L q5k | "), std::string::npos) << out;
   EXPECT_EQ(run_command(ringlm_bin() + " convert --synthetic smollm2-135m --quant q4_k_x -o " + model +
                             ".x 2>&1",
                         &out),
             2);
-  EXPECT_NE(out.find("unknown --quant 'q4_k_x' (f32, f16, q8, q4, q4k, q6k, q4k_m, keep)"), std::string::npos)
+  EXPECT_NE(out.find("unknown --quant 'q4_k_x' (f32, f16, q8, q4, q4k, q5k, q6k, q4k_m, q5k_m, keep)"),
+            std::string::npos)
       << out;
 }

@@ -143,6 +143,9 @@ TEST_P(ConvertSource, ConvertsAndOpens) {
   const DType q = std::get<1>(GetParam());
   std::string path, tok, err;
   if (!source_paths(s, &path, &tok)) GTEST_SKIP() << "../shared/" << s.path << " absent";
+  if (q == DType::Q5K && ringlm_test::light() && std::get<0>(GetParam()) > 0) {
+    GTEST_SKIP() << "light run: q5k from the first source only (its fits are slow under emulation)";
+  }
   Converted c;
   ASSERT_TRUE(convert_mem(path, tok, q, &c, &err)) << err;
   ASSERT_EQ(c.status, RLM_OK) << rlm_status_string(c.status) << ": " << err;
@@ -177,15 +180,17 @@ TEST_P(ConvertSource, ConvertsAndOpens) {
   EXPECT_TRUE(tk->add_space_prefix());
   ASSERT_TRUE(c.m->root->provenance());
   EXPECT_EQ(c.m->root->provenance()->converter()->str(), "ringlm-convert 0.1");
-  // The lowest version that holds the file: 2 for Q4K tensors, 3 for Q6K (schema/model.fbs).
-  EXPECT_EQ(c.m->root->format_version(), q == DType::Q4K ? 2u : q == DType::Q6K ? 3u : 1u);
+  // The lowest version that holds the file: 2 for Q4K tensors, 3 for Q6K, 4 for Q5K
+  // (schema/model.fbs).
+  EXPECT_EQ(c.m->root->format_version(),
+            q == DType::Q4K ? 2u : q == DType::Q6K ? 3u : q == DType::Q5K ? 4u : 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllSources, ConvertSource,
     ::testing::Combine(::testing::Range(0, static_cast<int>(sizeof kSources / sizeof kSources[0])),
                        ::testing::Values(DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q4K,
-                                         DType::Q6K)),
+                                         DType::Q5K, DType::Q6K)),
     [](const ::testing::TestParamInfo<std::tuple<int, DType>>& i) {
       return std::string(kSources[std::get<0>(i.param)].id) + "_" +
              conv::dtype_name(std::get<1>(i.param));
@@ -200,15 +205,16 @@ TEST(ConvertQuality, RelativeErrorWithinBounds) {
     Converted ref;
     ASSERT_TRUE(convert_mem(path, tok, DType::F32, &ref, &err)) << err;
     ASSERT_EQ(ref.status, RLM_OK) << err;
-    for (DType q : {DType::F16, DType::Q8, DType::Q4, DType::Q4K, DType::Q6K}) {
+    for (DType q : {DType::F16, DType::Q8, DType::Q4, DType::Q4K, DType::Q5K, DType::Q6K}) {
       // The K-quant fits are slow under emulation (a minute for all sources): there, only the
       // first source checks them (test_kernels and test_gguf_types check the quantizers too).
-      const bool kquant = q == DType::Q4K || q == DType::Q6K;
+      const bool kquant = q == DType::Q4K || q == DType::Q5K || q == DType::Q6K;
       if (kquant && ringlm_test::light() && sources > 0) continue;
       const double bound = q == DType::F16   ? 0.001
                            : q == DType::Q8  ? 0.01
                            : q == DType::Q4  ? 0.15
                            : q == DType::Q4K ? 0.1
+                           : q == DType::Q5K ? 0.05
                                              : 0.03;
       Converted c;
       ASSERT_TRUE(convert_mem(path, tok, q, &c, &err)) << err;
@@ -239,13 +245,18 @@ TEST(ConvertQuality, RelativeErrorWithinBounds) {
 
 // --quant q4k_m: q4k, with the output projection (the tied embedding) in q6k, and V and FFN down
 // in q6k in the layers llama.cpp's Q4_K_M gives more bits (its use_more_bits: the first and last
-// eighth of the layers and every third between).
-TEST(ConvertPreset, Q4kMFollowsLlamaCppsQ4KMRules) {
+// eighth of the layers and every third between). --quant q5k_m: the same with q5k (Q5_K_M).
+TEST(ConvertPreset, Q4kMAndQ5kMFollowLlamaCppsRules) {
   int tested = 0;
   for (const Source& s : kSources) {
+   const bool first = tested == 0;
+   for (const char* preset : {"q4k_m", "q5k_m"}) {
+    SCOPED_TRACE(preset);
     std::string path, tok, err;
     if (!source_paths(s, &path, &tok)) continue;
-    if (ringlm_test::light() && tested > 0) break;  // the K-quant fits are slow under emulation
+    // The K-quant fits are slow under emulation; q5k_m shares q4k_m's rules: the first source.
+    if ((ringlm_test::light() || preset[1] == '5') && !first) continue;
+    const DType want_base = preset[1] == '5' ? DType::Q5K : DType::Q4K;
     conv::ConvertOptions opts;
     opts.source = path;
     opts.tokenizer = tok;
@@ -253,15 +264,15 @@ TEST(ConvertPreset, Q4kMFollowsLlamaCppsQ4KMRules) {
     ASSERT_TRUE(conv::load_source(opts, &md, &err)) << err;
     DType base = DType::F32;
     EXPECT_FALSE(conv::apply_quant_preset("q4_k_x", &md, &base));
-    ASSERT_TRUE(conv::apply_quant_preset("q4k_m", &md, &base));
-    EXPECT_EQ(base, DType::Q4K);
+    ASSERT_TRUE(conv::apply_quant_preset(preset, &md, &base));
+    EXPECT_EQ(base, want_base);
     std::vector<uint8_t> bytes;
     ASSERT_TRUE(conv::build_model_bytes(md, base, &bytes, &err)) << err;
     AlignedBuffer buf;
     buf.assign(bytes.data(), bytes.size());
     std::unique_ptr<ModelImpl> m(new ModelImpl());
     ASSERT_EQ(model_open(buf.data(), buf.size(), m.get()), RLM_OK) << m->error;
-    EXPECT_EQ(m->root->format_version(), 3u);
+    EXPECT_EQ(m->root->format_version(), want_base == DType::Q5K ? 4u : 3u);
     const int n = static_cast<int>(s.n_layers);
     int q6k = 0, q4k = 0, more_layers = 0;
     for (int i = 0; i < n; ++i) more_layers += i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
@@ -272,13 +283,14 @@ TEST(ConvertPreset, Q4kMFollowsLlamaCppsQ4KMRules) {
       const bool more_bits = i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
       const bool more = r == TensorRole::Output || (s.tied && r == TensorRole::TokenEmbedding) ||
                         ((r == TensorRole::Wv || r == TensorRole::FfnDown) && more_bits);
-      EXPECT_EQ(t->dtype(), more ? DType::Q6K : DType::Q4K) << s.id << " " << t->name()->str();
+      EXPECT_EQ(t->dtype(), more ? DType::Q6K : want_base) << s.id << " " << t->name()->str();
       (more ? q6k : q4k) += 1;
     }
     EXPECT_EQ(q6k, 2 * more_layers + 1) << s.id;
     EXPECT_LT(more_layers, n) << s.id << ": some layers stay q4k";
     EXPECT_GT(q4k, 0);
-    ++tested;
+    if (preset[1] == '4') ++tested;
+   }
   }
   if (!tested) GTEST_SKIP() << "../shared models absent";
 }

@@ -509,10 +509,10 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
       {GgufWriter::kF32, "f32"},  // random floats: not f16 values
       {GgufWriter::kF16, "f16"},
       {2, "q4"},   {8, "q8"},   {6, "q8"},   {20, "q8"},  // Q4_0, Q8_0, Q5_0, IQ4_NL: repacked
-      {12, "q4k"},                                       // Q4_K: repacked into its own encoding
+      {12, "q4k"}, {13, "q5k"},                          // Q4_K, Q5_K: repacked into their own
       {14, "q6k"}, {11, "q6k"},                          // Q6_K, Q3_K: into Q6K
-      {3, "f32"},  {7, "f32"},  {10, "f32"}, {13, "f32"},
-      {23, "f32"},  // Q4_1, Q5_1, Q2_K, Q5_K, IQ4_XS: d * q + m, or scales per 32 in 6 bits
+      {3, "f32"},  {7, "f32"},  {10, "f32"},
+      {23, "f32"},  // Q4_1, Q5_1, Q2_K, IQ4_XS: d * q + m per 32 in f16, per 16, or 6-bit scales
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(conv::ggml_type_name(c.type));
@@ -545,15 +545,16 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
   }
 }
 
-// Our own quantizers (quantize_row_q4k / _q6k, for --quant q4k / q6k from float sources) against
-// llama.cpp's Q4_K / Q6_K quantizers on the same weights: rand256.Q4_K.gguf is llama-quantize's
-// Q4_K of rand256.f32.gguf (no importance matrix), and so on. The relative RMS error of all 2-D
-// weights must not be worse than llama.cpp's (both figures computed here, from the files).
+// Our own quantizers (quantize_row_q4k / _q5k / _q6k, for --quant q4k / q5k / q6k from float
+// sources) against llama.cpp's Q4_K / Q5_K / Q6_K quantizers on the same weights:
+// rand256.Q4_K.gguf is llama-quantize's Q4_K of rand256.f32.gguf (no importance matrix), and so
+// on. The relative RMS error of all 2-D weights must not be worse than llama.cpp's (both figures
+// computed here, from the files).
 //
-// Relative RMS error of our quantizer (`q6k` false: q4k, true: q6k) and of llama.cpp's
+// Relative RMS error of our quantizer `ours_type` (Q4K, Q5K or Q6K) and of llama.cpp's
 // (rand256.<gguf_type>.gguf, GGUF type id `type_id`) on rand256's 2-D float weights.
-void quantizer_vs_llama_cpp(bool q6k, const char* gguf_type, uint32_t type_id, double* ours,
-                            double* theirs) {
+void quantizer_vs_llama_cpp(WeightType ours_type, const char* gguf_type, uint32_t type_id,
+                            double* ours, double* theirs) {
   const std::string dir = ringlm_test::shared_path("gguf-types");
   std::vector<conv::GgufTensor> src, ref;
   std::string err;
@@ -573,16 +574,19 @@ void quantizer_vs_llama_cpp(bool q6k, const char* gguf_type, uint32_t type_id, d
     ASSERT_TRUE(src[i].load_f32(&x, &err)) << err;
     ASSERT_TRUE(rt.load_f32(&theirs_v, &err)) << err;
     const size_t cols = src[i].ne[0], rows = src[i].ne[1];
-    std::vector<uint8_t> qs(padded_cols(cols) / 2), high(padded_cols(cols) / 4);
+    std::vector<uint8_t> qs(padded_cols(cols) / 2), high(padded_cols(cols) / 4);  // Q5K: / 8
     std::vector<uint16_t> dm(2 * q4k_supers(cols));
     std::vector<uint8_t> subs(16 * q4k_supers(cols));
     std::vector<float> back(cols);
     for (size_t r = 0; r < rows; ++r) {
       const float* row = x.data() + r * cols;
-      if (q6k) {
+      if (ours_type == WeightType::Q6K) {
         int8_t* sc = reinterpret_cast<int8_t*>(subs.data());
         quantize_row_q6k(row, cols, qs.data(), high.data(), dm.data(), sc);
         dequantize_row_q6k(qs.data(), high.data(), dm.data(), sc, cols, back.data());
+      } else if (ours_type == WeightType::Q5K) {
+        quantize_row_q5k(row, cols, qs.data(), high.data(), dm.data(), subs.data());
+        dequantize_row_q5k(qs.data(), high.data(), dm.data(), subs.data(), cols, back.data());
       } else {
         quantize_row_q4k(row, cols, qs.data(), dm.data(), subs.data());
         dequantize_row_q4k(qs.data(), dm.data(), subs.data(), cols, back.data());
@@ -603,8 +607,18 @@ void quantizer_vs_llama_cpp(bool q6k, const char* gguf_type, uint32_t type_id, d
 TEST(GgufTypes, Q4kQuantizerIsAsGoodAsLlamaCpps) {
   if (ringlm_test::shared_path("gguf-types").empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
   double ours = 0, theirs = 0;
-  ASSERT_NO_FATAL_FAILURE(quantizer_vs_llama_cpp(false, "Q4_K", 12, &ours, &theirs));
+  ASSERT_NO_FATAL_FAILURE(quantizer_vs_llama_cpp(WeightType::Q4K, "Q4_K", 12, &ours, &theirs));
   printf("[q4k] relative RMS error of rand256's 2-D weights: ringlm q4k %.5f, llama.cpp Q4_K %.5f\n",
+         ours, theirs);
+  EXPECT_GT(ours, 0.0);
+  EXPECT_LE(ours, theirs);
+}
+
+TEST(GgufTypes, Q5kQuantizerIsAsGoodAsLlamaCpps) {
+  if (ringlm_test::shared_path("gguf-types").empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
+  double ours = 0, theirs = 0;
+  ASSERT_NO_FATAL_FAILURE(quantizer_vs_llama_cpp(WeightType::Q5K, "Q5_K", 13, &ours, &theirs));
+  printf("[q5k] relative RMS error of rand256's 2-D weights: ringlm q5k %.5f, llama.cpp Q5_K %.5f\n",
          ours, theirs);
   EXPECT_GT(ours, 0.0);
   EXPECT_LE(ours, theirs);
@@ -613,7 +627,7 @@ TEST(GgufTypes, Q4kQuantizerIsAsGoodAsLlamaCpps) {
 TEST(GgufTypes, Q6kQuantizerIsAsGoodAsLlamaCpps) {
   if (ringlm_test::shared_path("gguf-types").empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
   double ours = 0, theirs = 0;
-  ASSERT_NO_FATAL_FAILURE(quantizer_vs_llama_cpp(true, "Q6_K", 14, &ours, &theirs));
+  ASSERT_NO_FATAL_FAILURE(quantizer_vs_llama_cpp(WeightType::Q6K, "Q6_K", 14, &ours, &theirs));
   printf("[q6k] relative RMS error of rand256's 2-D weights: ringlm q6k %.5f, llama.cpp Q6_K %.5f\n",
          ours, theirs);
   EXPECT_GT(ours, 0.0);
@@ -641,6 +655,10 @@ TEST(GgufKeep, EveryReferenceFileConvertsLosslessly) {
     if (f == "rand256.Q4_K") {
       EXPECT_EQ(r.dtype_of["blk.0.attn_q.weight"], "q4k");
       EXPECT_TRUE(contains(r.log, "Q4_K    -> q4k  repacked without re-quantization")) << r.log;
+    }
+    if (f == "rand256.Q5_K") {
+      EXPECT_EQ(r.dtype_of["blk.0.attn_q.weight"], "q5k");
+      EXPECT_TRUE(contains(r.log, "Q5_K    -> q5k  repacked without re-quantization")) << r.log;
     }
     if (f == "rand256.F16") EXPECT_EQ(r.dtype_of["blk.0.attn_q.weight"], "f16");
     if (f == "tinystories-656k.Q4_K_M") {  // Q5_0 x 12, Q8_0 x 3: all q8

@@ -5,7 +5,8 @@
 // Tolerances (what differs from ref is only float summation order and fused multiply-adds):
 //   quantize_acts                bit-exact (qs and scales)
 //   matmul_q8 / matmul_q4        |y - ref| <= 1e-5 * sum_g |w_scale_g x_scale_g| sum_j |w_j x_j|
-//   / matmul_q4k / matmul_q6k    (q4k: + sum_g |min_g x_sum_g|, its min term; q6k: per 16 values)
+//   / matmul_q4k / matmul_q5k    (q4k, q5k: + sum_g |min_g x_sum_g|, their min term; q6k: per 16
+//   / matmul_q6k                 values)
 //                                (int32 partial dot products are exact; only the scaled sum is
 //                                reordered). And bit-exact with unit scales while every partial
 //                                sum stays below 2^24 (all float sums exact): the integer dot
@@ -92,10 +93,11 @@ struct QuantCase {
   std::vector<uint16_t> scales;
   std::vector<int8_t> xq;
   std::vector<float> xs;
-  std::vector<uint8_t> subs;  // Q4K: (rows, supers, 16) sc[8], m[8]; scales: (rows, supers, 2)
-                              // Q6K: (rows, supers, 16) int8 sc; scales: (rows, supers) d
-  std::vector<uint8_t> high;  // Q6K: (rows, stride / 4) the high 2 bits
-  std::vector<float> sums;    // Q4K: (n, groups) xs * sum of the group's xq
+  std::vector<uint8_t> subs;  // Q4K/Q5K: (rows, supers, 16) sc[8], m[8]; scales: (rows, supers,
+                              // 2); Q6K: (rows, supers, 16) int8 sc; scales: (rows, supers) d
+  std::vector<uint8_t> high;  // Q6K: (rows, stride / 4) the high 2 bits; Q5K: (rows, stride / 8)
+                              // the fifth bits
+  std::vector<float> sums;    // Q4K/Q5K: (n, groups) xs * sum of the group's xq
   uint32_t n_tok;
 
   uint32_t supers() const { return (stride / 32 + 7) / 8; }
@@ -106,8 +108,8 @@ struct QuantCase {
     data.resize(bytes);
     std::uniform_int_distribution<int> byte(0, 255);
     for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-    if (t == WeightType::Q6K) {
-      high.resize(size_t{rows} * stride / 4);
+    if (t == WeightType::Q6K || t == WeightType::Q5K) {
+      high.resize(size_t{rows} * stride / (t == WeightType::Q6K ? 4 : 8));
       for (uint8_t& b : high) b = static_cast<uint8_t>(byte(rng));
     }
     // Padding past cols holds zeros, as the encodings require (Q6K: q = 32, high bits 2).
@@ -124,10 +126,14 @@ struct QuantCase {
           uint8_t& h = high[size_t{row} * stride / 4 + (col / 32) * 8 + j % 8];
           h = static_cast<uint8_t>((h & ~(3u << shift)) | (2u << shift));
         }
+        if (t == WeightType::Q5K) {
+          const uint32_t j = col % 32;
+          high[size_t{row} * stride / 8 + (col / 32) * 4 + j % 4] &= static_cast<uint8_t>(~(1u << (j / 4)));
+        }
       }
     }
     std::normal_distribution<float> sd(0.0f, 0.01f);
-    if (t == WeightType::Q4K) {
+    if (t == WeightType::Q4K || t == WeightType::Q5K) {
       // Random d / dmin (any sign) and 6-bit levels; 0 for the groups a short super-block lacks.
       scales.resize(size_t{rows} * supers() * 2);
       subs.resize(size_t{rows} * supers() * 16);
@@ -173,8 +179,8 @@ struct QuantCase {
     v.rows = rows;
     v.cols = cols;
     v.row_stride = stride;
-    if (type == WeightType::Q4K || type == WeightType::Q6K) v.subs = subs.data();
-    if (type == WeightType::Q6K) v.high = high.data();
+    if (type == WeightType::Q4K || type == WeightType::Q5K || type == WeightType::Q6K) v.subs = subs.data();
+    if (type == WeightType::Q6K || type == WeightType::Q5K) v.high = high.data();
     return v;
   }
   QuantActs acts(uint32_t tok0 = 0) const {
@@ -188,25 +194,31 @@ struct QuantCase {
       return q6k_level(data.data() + size_t{r} * stride / 2 + (c / 32) * 16,
                        high.data() + size_t{r} * stride / 4 + (c / 32) * 8, c % 32) - 32;
     }
+    if (type == WeightType::Q5K) {
+      return q5k_level(data.data() + size_t{r} * stride / 2 + (c / 32) * 16,
+                       high.data() + size_t{r} * stride / 8 + (c / 32) * 4, c % 32);
+    }
     if (type == WeightType::Q4K) {
       const uint8_t b = data[size_t{r} * stride / 2 + (c / 32) * 16 + (c % 32) % 16];
       return (c % 32) < 16 ? (b & 15) : (b >> 4);
     }
     return q4_get(data.data() + size_t{r} * stride / 2 + (c / 32) * 16, c % 32);
   }
-  // Group g's weight scale (Q4K: d * sc; Q6K: of value j's sub-block) and min (Q4K: dmin * m;
-  // 0 otherwise).
+  // Group g's weight scale (Q4K/Q5K: d * sc; Q6K: of value j's sub-block) and min (Q4K/Q5K:
+  // dmin * m; 0 otherwise).
   float w_scale(uint32_t r, uint32_t g, uint32_t j = 0) const {
     if (type == WeightType::Q6K) {
       const size_t sb = size_t{r} * supers() + g / 8;
       return fp16_to_f32(scales[sb]) * static_cast<int8_t>(subs[16 * sb + 2 * (g % 8) + j / 16]);
     }
-    if (type != WeightType::Q4K) return fp16_to_f32(scales[size_t{r} * stride / 32 + g]);
+    if (type != WeightType::Q4K && type != WeightType::Q5K) {
+      return fp16_to_f32(scales[size_t{r} * stride / 32 + g]);
+    }
     const size_t sb = size_t{r} * supers() + g / 8;
     return fp16_to_f32(scales[2 * sb]) * subs[16 * sb + g % 8];
   }
   float w_min(uint32_t r, uint32_t g) const {
-    if (type != WeightType::Q4K) return 0.0f;
+    if (type != WeightType::Q4K && type != WeightType::Q5K) return 0.0f;
     const size_t sb = size_t{r} * supers() + g / 8;
     return fp16_to_f32(scales[2 * sb + 1]) * subs[16 * sb + 8 + g % 8];
   }
@@ -225,8 +237,8 @@ struct QuantCase {
     }
     return m;
   }
-  // Unit scales and full-range activations (-127..127): results are exact integers. Q4K: d =
-  // dmin = 1 with levels 0..3, so a group adds at most 3 * 15 * 127 * 32 + 3 * 127 * 32; Q6K:
+  // Unit scales and full-range activations (-127..127): results are exact integers. Q4K / Q5K:
+  // d = dmin = 1 with levels 0..3, so a group adds at most 3 * 31 * 127 * 32 + 3 * 127 * 32; Q6K:
   // d = 1 with sc in [-3, 3], at most 3 * 32 * 127 * 32.
   void unit_scales(std::mt19937& rng) {
     for (uint16_t& s : scales) s = 0x3c00;  // 1.0
@@ -292,11 +304,12 @@ QuantFn quant_fn(const KernelTable* k, WeightType t) {
   return t == WeightType::Q8    ? k->matmul_q8
          : t == WeightType::Q4  ? k->matmul_q4
          : t == WeightType::Q4K ? k->matmul_q4k
+         : t == WeightType::Q5K ? k->matmul_q5k
                                 : k->matmul_q6k;
 }
 
 void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : type == WeightType::Q4K ? 44 : 66);
+  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : type == WeightType::Q4K ? 44 : type == WeightType::Q5K ? 55 : 66);
   int checked = 0;
   for (const Shape& s : matmul_shapes()) {
     const QuantCase qc(rng, type, s.rows, s.cols, s.n);
@@ -324,7 +337,7 @@ void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType 
 // With unit scales every partial sum is an integer below 2^24 (q8, q4k, q6k: cols <= 1024, q4: any),
 // so every summation order gives the same float: ISA == ref bit for bit.
 void test_quant_exact(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : type == WeightType::Q4K ? 441 : 661);
+  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : type == WeightType::Q4K ? 441 : type == WeightType::Q5K ? 551 : 661);
   for (const Shape& s : matmul_shapes()) {
     if (type != WeightType::Q4 && s.cols > 1024) continue;
     QuantCase qc(rng, type, s.rows, s.cols, s.n);
@@ -393,7 +406,8 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
       std::vector<float> wf, x = normal(rng, size_t{n} * cols, 1.0f);
       std::vector<uint16_t> wh;
       const bool quant = type == WeightType::Q8 || type == WeightType::Q4 ||
-                         type == WeightType::Q4K || type == WeightType::Q6K;
+                         type == WeightType::Q4K || type == WeightType::Q5K ||
+                         type == WeightType::Q6K;
       QuantCase qc(rng, quant ? type : WeightType::Q8, rows, cols, n);
       if (quant) {
         v = qc.view();
@@ -436,7 +450,7 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
 
 TEST_P(KernelsIsa, MatmulExactRowsEqualOneRowCalls) {
   for (WeightType t :
-       {WeightType::Q8, WeightType::Q4, WeightType::Q4K, WeightType::Q6K, WeightType::F32,
+       {WeightType::Q8, WeightType::Q4, WeightType::Q4K, WeightType::Q5K, WeightType::Q6K, WeightType::F32,
         WeightType::F16}) {
     SCOPED_TRACE(static_cast<int>(t));
     test_exact_rows(k_, t);
@@ -449,6 +463,8 @@ TEST_P(KernelsIsa, MatmulQ8ExactIntegers) { test_quant_exact(k_, ref_, WeightTyp
 TEST_P(KernelsIsa, MatmulQ4ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4); }
 TEST_P(KernelsIsa, MatmulQ4K) { test_quant_matmul(k_, ref_, WeightType::Q4K); }
 TEST_P(KernelsIsa, MatmulQ4KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4K); }
+TEST_P(KernelsIsa, MatmulQ5K) { test_quant_matmul(k_, ref_, WeightType::Q5K); }
+TEST_P(KernelsIsa, MatmulQ5KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q5K); }
 TEST_P(KernelsIsa, MatmulQ6K) { test_quant_matmul(k_, ref_, WeightType::Q6K); }
 TEST_P(KernelsIsa, MatmulQ6KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q6K); }
 TEST_P(KernelsIsa, MatmulF32) { test_float_matmul(k_, ref_, false); }
@@ -759,7 +775,7 @@ TEST(KernelsSelect, OverridesAndAvailability) {
   // Every table fills every entry.
   for (size_t i = 0; i < nc; ++i) {
     const KernelTable* t = all[i];
-    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 && t->matmul_q4k && t->matmul_q6k &&
+    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 && t->matmul_q4k && t->matmul_q6k && t->matmul_q5k &&
                 t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
                 t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8 && t->attn_dot_n &&
                 t->attn_accum_n)

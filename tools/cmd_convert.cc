@@ -1,4 +1,5 @@
-// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q6k|q4k_m|keep] -o OUT
+// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q5k|q6k|q4k_m|q5k_m|keep]
+//   -o OUT
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,8 @@ namespace {
 
 void usage(FILE* f) {
   fprintf(f,
-          "usage: ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q6k|q4k_m|keep]\n"
-          "                      -o OUT\n"
+          "usage: ringlm convert SOURCE [--tokenizer FILE]\n"
+          "                      [--quant f32|f16|q8|q4|q4k|q5k|q6k|q4k_m|q5k_m|keep] -o OUT\n"
           "       ringlm convert --synthetic SPEC [--layers N] [--seed S] [--chat FORMAT]\n"
           "                      [--vocab FILE] [--quant ...] -o OUT\n"
           "\n"
@@ -34,19 +35,21 @@ void usage(FILE* f) {
           "\n"
           "options:\n"
           "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin / tok512.bin)\n"
-          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q4k, q6k,\n"
-          "                     the mixed preset q4k_m, or keep; norms stay f32. q4k: 4-bit\n"
-          "                     with a 6-bit scale and min per 32 (GGUF Q4_K's arithmetic, ~4.6\n"
-          "                     bits per weight); q6k: 6-bit with an int8 scale per 16 (GGUF\n"
-          "                     Q6_K's, ~6.6 bits); q4k_m: q4k with the output projection and\n"
-          "                     some layers' attention V and FFN down in q6k (llama.cpp's\n"
-          "                     Q4_K_M rules). GGUF Q8_0 -> q8 and Q4_0 -> q4 are copied,\n"
-          "                     Q5_0 / IQ4_NL -> q8, Q4_K -> q4k and Q6_K / Q3_K -> q6k\n"
-          "                     repacked, all without re-quantization; other types are\n"
-          "                     dequantized and re-encoded as TYPE.\n"
+          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q4k, q5k,\n"
+          "                     q6k, the mixed presets q4k_m / q5k_m, or keep; norms stay f32.\n"
+          "                     q4k: 4-bit with a 6-bit scale and min per 32 (GGUF Q4_K's\n"
+          "                     arithmetic, ~4.6 bits per weight); q5k: the same with 5 bits\n"
+          "                     (GGUF Q5_K's, ~5.6 bits); q6k: 6-bit with an int8 scale per 16\n"
+          "                     (GGUF Q6_K's, ~6.6 bits); q4k_m / q5k_m: q4k / q5k with the\n"
+          "                     output projection and some layers' attention V and FFN down in\n"
+          "                     q6k (llama.cpp's Q4_K_M / Q5_K_M rules). GGUF Q8_0 -> q8 and\n"
+          "                     Q4_0 -> q4 are copied, Q5_0 / IQ4_NL -> q8, Q4_K -> q4k,\n"
+          "                     Q5_K -> q5k and Q6_K / Q3_K -> q6k repacked, all without\n"
+          "                     re-quantization; other types are dequantized and re-encoded.\n"
           "                     keep: each tensor in the smallest encoding that holds its\n"
           "                     values exactly: Q8_0/Q5_0/IQ4_NL -> q8, Q4_0 -> q4, Q4_K -> q4k,\n"
-          "                     Q6_K/Q3_K -> q6k, F16 -> f16, F32/BF16/other types -> f16 if\n"
+          "                     Q5_K -> q5k, Q6_K/Q3_K -> q6k, F16 -> f16, F32/BF16/other\n"
+          "                     types -> f16 if\n"
           "                     every value is an f16 value,\n"
           "                     else f32 (those are read twice: checked, then written)\n"
           "  -o, --output OUT   output model file (written to a temporary file, verified, renamed;\n"
@@ -108,7 +111,7 @@ int cmd_convert(int argc, char** argv) {
       } else if (ringlm::internal::conv::apply_quant_preset(v, nullptr, &opts.quant)) {
         opts.preset = v;
       } else if (!ringlm::internal::conv::parse_dtype(v, &opts.quant)) {
-        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q4k, q6k, %s, keep)\n",
+        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q4k, q5k, q6k, %s, keep)\n",
                 v, ringlm::internal::conv::quant_preset_names());
         return 2;
       }
@@ -170,7 +173,7 @@ int cmd_convert(int argc, char** argv) {
   }
   if (!synthetic.empty() && opts.keep) {
     fprintf(stderr, "ringlm convert: --quant keep keeps a source's encodings; a synthetic model "
-                    "has none (give f32, f16, q8, q4, q4k or q4k_m)\n");
+                    "has none (give f32, f16, q8, q4, q4k, q5k, q6k, q4k_m or q5k_m)\n");
     return 2;
   }
   if (synthetic.empty() && (!chat.empty() || layers || seed != 1 || !vocab.empty())) {

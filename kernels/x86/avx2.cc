@@ -194,7 +194,7 @@ struct Q4kTile : Q4kMat {
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    const auto [Wr, DMr, SUBr, dm_stride, sub_stride, Xt, XSt, XMt, xs_stride] = at(r, t);
+    const auto [Wr, Hr, DMr, SUBr, dm_stride, sub_stride, Xt, XSt, XMt, xs_stride] = at(r, t);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[R][T];
     // Zeroed lane by lane (see QuantTile).

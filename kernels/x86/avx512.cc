@@ -588,7 +588,7 @@ struct Q4kQuad : Q4kMat {
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    const auto [Wr, DMr, SUBr, dm_stride, sub_stride, Xt, XSt, XMt, xs_stride] = at(r, t);
+    const auto [Wr, Hr, DMr, SUBr, dm_stride, sub_stride, Xt, XSt, XMt, xs_stride] = at(r, t);
     const __m512i nib = _mm512_set1_epi8(0x0f);
     const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
     const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);

@@ -37,7 +37,7 @@ extern "C" {
 
 /* Newest model file format version this library reads (it reads 1 to this). 2 adds the Q4K
  * weight encoding, 3 the Q6K one; writers write the lowest version that holds the file. */
-#define RLM_FORMAT_VERSION 3u
+#define RLM_FORMAT_VERSION 4u
 
 typedef enum rlm_status {
   RLM_OK = 0,
