@@ -129,6 +129,12 @@ void matmul_q4k_dotprod(const WeightView& w, const QuantActs& x, uint32_t n, flo
   q4k_matmul<4, 4, 2, Q4kTile<Sdot>>(w, x, n, y, r0, r1);
 }
 
+// Q5K: Q4K's tiles with the fifth bit (q in [0, 31]: sdot's int8 operands as they are).
+void matmul_q5k_dotprod(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                        uint32_t r1) {
+  q4k_matmul<4, 4, 2, Q4kTile<Sdot, true>>(w, x, n, y, r0, r1);
+}
+
 void matmul_q6k_dotprod(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                         uint32_t r1) {
   q6k_matmul<4, 4, 2, Q6kTile<Q6kSdot>>(w, x, n, y, r0, r1);

@@ -131,6 +131,12 @@ void matmul_q4k_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float*
   matmul_q4k_dotprod(w, x, n, y, r0, r1);
 }
 
+// Q5K: the dotprod kernel for every n.
+void matmul_q5k_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1) {
+  matmul_q5k_dotprod(w, x, n, y, r0, r1);
+}
+
 // Q6K: the dotprod kernel for every n.
 void matmul_q6k_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1) {
