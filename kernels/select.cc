@@ -21,8 +21,8 @@ namespace {
                                 attn_accum_q8_##base, attn_dot_n_##base, attn_accum_n_##base};
 
 #if defined(RINGLM_KERNELS_X86)
-RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, ref)
-RINGLM_KERNEL_TABLE(avx2, avx2, avx2, avx2, avx2, ref)
+RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, avx512)
+RINGLM_KERNEL_TABLE(avx2, avx2, avx2, avx2, avx2, avx2)
 #elif defined(RINGLM_KERNELS_A64)
 RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, i8mm, i8mm, i8mm)
 RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, dotprod, dotprod, dotprod)

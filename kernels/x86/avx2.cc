@@ -4,8 +4,8 @@
 // Matmuls walk output rows in tiles (rows outer, tokens inner): a tile of R rows x T tokens keeps
 // R*T accumulators in registers, so each loaded weight block serves T tokens and each activation
 // block R rows. Decode (n = 1) uses 4 rows x 1 token: one pass over the weights, the activation
-// group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q4) / 4 x 2 (float, Q4K) /
-// 4 x 3 (Q6K).
+// group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q4) / 4 x 2 (float, Q4K, Q5K)
+// / 4 x 3 (Q6K).
 //
 // Q8: per 32-group, vpsignb makes |w| (unsigned) and x*sign(w), vpmaddubsw + vpmaddwd give eight
 // exact int32 partial sums (|w| <= 128, |x| <= 127: pair sums stay below 2^15), converted to float
@@ -13,8 +13,10 @@
 // (xor 0x88, then low/high nibble, matching the x[0..15] / x[16..31] order of the layout);
 // maddubs(u, x) - maddubs(8, x) is the exact signed dot product, the second term shared by all
 // rows of the tile. Q4K: the nibbles are unsigned already, maddubs(q, x) is the dot product; the
-// scales come per super-block (Q4kTile). Q6K: the same over the 6-bit values, offset 32 removed as
-// Q4's 8, the two sub-block scales of a group applied in int16 by vpmaddwd (Q6kTile).
+// scales come per super-block (Q4kTile). Q5K: Q4K's walk with each group's fifth bits or'd into
+// its nibbles as 16 (q in [0, 31]: pair sums 31 * 127 * 2 < 2^15; Q4kTile<true>). Q6K: the same
+// over the 6-bit values, offset 32 removed as Q4's 8, the two sub-block scales of a group applied
+// in int16 by vpmaddwd (Q6kTile).
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -174,22 +176,47 @@ struct QuantTile : QuantMat {
   }
 };
 
-// ---- Q4K ---------------------------------------------------------------------------------------
+// ---- Q4K / Q5K ----------------------------------------------------------------------------------
 // Per 32-group: the unsigned nibbles q (unpack_nibbles) times the int8 activations, vpmaddubsw +
 // vpmaddwd: eight exact int32 partial sums (15 * 127 * 2 < 2^15: no saturation), converted and
 // fma'd with the group's combined scale (d * sc_g) * x_scale_g. Per super-block, the 8 combined
 // scales of each (row, token) come from one vector op chain (sc[8] widened, * d, * x_scale[8]),
 // and the min term (dmin * m[8]) * x_sum[8] is subtracted from the same accumulator with one fnmadd
 // (lane k: group k's min; lanes of groups a short super-block lacks add 0).
+// Q5K is the same walk with q = nibble | 16 * fifth bit (unpack_q5k_high) in [0, 31]: pair sums
+// 31 * 127 * 2 < 2^15, still exact. Decode ops per group and row: Q4K 6 (vpsrlvq, vpand, then
+// vpmaddubsw, vpmaddwd, vcvtdq2ps, vfmadd), Q5K 9 (vpand, vpsignb, vpor more; and a broadcast
+// load of the 4 bytes).
+
+// Q5K: the fifth bits of a group's values as bytes 16 * bit in value order, from its 4 bytes at
+// p (bit k of byte j: value 4k + j's). A dword broadcast gives byte lane v byte v % 4, the one
+// holding value v's bit, and dword k (values 4k..4k+3) keeps its bytes' bit k: each byte is 0 or
+// 2^k. vpsignb(16, that) then gives 16 where it is not 0 (dword 7's 2^7 is a negative byte: its
+// sixteens are -16, negated). Two ops before the merge, where aligning the bit by shifts takes
+// three (vpsrlvd by k, vpslld 4, vpand 0x10).
+inline __m256i unpack_q5k_high(const uint8_t* p) {
+  int32_t bits;
+  memcpy(&bits, p, sizeof bits);
+  const __m256i bit_k = _mm256_setr_epi32(0x01010101, 0x02020202, 0x04040404, 0x08080808,
+                                          0x10101010, 0x20202020, 0x40404040,
+                                          static_cast<int>(0x80808080u));
+  const __m256i sixteen = _mm256_setr_epi32(0x10101010, 0x10101010, 0x10101010, 0x10101010,
+                                            0x10101010, 0x10101010, 0x10101010,
+                                            static_cast<int>(0xf0f0f0f0u));  // -16: see above
+  return _mm256_sign_epi8(sixteen, _mm256_and_si256(_mm256_set1_epi32(bits), bit_k));
+}
 
 // `nb` (1..8) floats, zero past nb (never read).
 inline __m256 load_f32_upto8(const float* p, uint32_t nb) {
   return nb == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(nb));
 }
 
+// kFive: Q5K (the fifth-bit plane or'd into every group's nibbles); else Q4K (Hr null, unread).
+template <bool kFive>
 struct Q4kTile : Q4kMat {
   // Every element: the same group fmas and per-super-block fnmadds in the same order in one
-  // accumulator whatever the tile, then store_tile's hsum order.
+  // accumulator whatever the tile, then store_tile's hsum order (the fifth bits only change the
+  // integers, exact either way).
   static constexpr bool kShapeInvariant = true;
 
   template <int R, int T>
@@ -217,6 +244,7 @@ struct Q4kTile : Q4kMat {
             _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
             acc[i][j] = _mm256_fnmadd_ps(ml, xm[j], acc[i][j]);
           }
+          if constexpr (kFive) q5k_prefetch_high(Hr + i * hi_row_bytes, s);
         }
       }
       for (uint32_t k = 0; k < nb; ++k) {
@@ -226,6 +254,10 @@ struct Q4kTile : Q4kMat {
           const uint8_t* p = Wr + i * w_row_bytes + g * (kQuantGroup / 2);
           if (k % 4 == 0) prefetch(p + kPrefetchBytes);  // once per 64-byte line
           u[i] = unpack_nibbles(p);
+          if constexpr (kFive) {
+            const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 8);
+            u[i] = _mm256_or_si256(u[i], unpack_q5k_high(h));
+          }
         }
         for (int j = 0; j < T; ++j) {
           const __m256i xv = _mm256_loadu_si256(
@@ -339,7 +371,13 @@ RINGLM_QUANT_MATMUL(matmul_q4_avx2, 4, 2, 4, QuantTile<true>)
 // 4 x 3, 3 x 4 and 4 x 4 were slower).
 void matmul_q4k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1) {
-  drive<4, 4, 2>(q4k_mat<Q4kTile>(w, x, y), n, r0, r1);
+  drive<4, 4, 2>(q4k_mat<Q4kTile<false>>(w, x, y), n, r0, r1);
+}
+
+// As Q4K (the same tile, the fifth bits or'd in).
+void matmul_q5k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1) {
+  drive<4, 4, 2>(q4k_mat<Q4kTile<true>>(w, x, y), n, r0, r1);
 }
 
 // Decode 4 rows x 1 token as Q4K; prefill 4 rows x 3 tokens: each row's unpacking (7 of its 12

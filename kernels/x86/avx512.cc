@@ -15,6 +15,7 @@
 // Q8 prefill of 16+ tokens: GroupedQ8 (below) finishes each group's integer sum in its own lane
 // before converting, 2 rows x up to 8 tokens.
 // Q4K: Q4Quad's walk over unsigned nibbles (no offset), with per-super-block scales (Q4kQuad).
+// Q5K: Q4K's walk with each group's fifth bits merged into its nibbles as 16 (Q4kQuad<true>).
 // Q6K: Q4kQuad's walk over the 6-bit values, offset 32 removed per token as Q4's 8, the two
 // sub-block scales of a group applied in integers (Q6kQuad).
 #include "isa.h"
@@ -574,16 +575,33 @@ RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad)
 
 namespace {
 
-// ---- Q4K ---------------------------------------------------------------------------------------
+// ---- Q4K / Q5K ---------------------------------------------------------------------------------
 // Q4Quad's four groups per step; the nibbles are unsigned already, so vpdpbusd(q, x) is the dot
 // product (no offset, no correction). Per super-block, the combined scales (d * sc_g) * x_scale_g
 // of each (row, token) come from one vector op chain, and the min term (dmin * m[8]) * x_sum[8] is
 // subtracted from the accumulator's lower 8 lanes with one fnmadd (lanes of groups a short
 // super-block lacks add 0).
+// Q5K: q = nibble | 16 * fifth bit in [0, 31] (vpdpbusd's products 31 * 127 fit as 15 * 127 do).
+// The four groups' 16 fifth-bit bytes (4 a group, bit k of byte j: value 4k + j's) go as:
+//   vpermd: group L's 4 bytes into every dword of 128-bit lane L (the lane of its nibble bytes;
+//      byte j of dword k then holds the bits of values 4k + j and 16 + 4k + j, qlo's and qhi's
+//      byte 4k + j).
+//   vpand: dword k keeps bits k and k + 4 of its bytes; vprolvd by 4 - k: the qlo bit (k) to bit
+//      4 of its byte, the qhi bit (k + 4) to bit 0 of the next byte (byte 3's: of byte 0).
+//   qlo = vpternlogd: the low nibbles, that bit 4 above them (the rest of bits 4-7 is zero).
+//   qhi = vprord 4 of vpternlogd(the high nibbles, bit 0 below them): each byte takes its own high
+//      nibble down and the next byte's bit 0 to bit 4, which is its qhi bit (byte 3: byte 0's, the
+//      dword rotating) - the rotate replacing Q4K's vpsrlw.
+// Per row and four groups: 6 vector ops to unpack (and a register copy: vpternlogd overwrites its
+// first input) against Q4K's 3 (vpand, vpsrlw, vpand), then 5 per token either way (2 vpdpbusd,
+// the scales' vpermps, vcvtdq2ps, vfmadd): in decode 2.75 ops a group and row against 2.
 
+// kFive: Q5K (the fifth-bit plane merged into every group's nibbles); else Q4K (Hr null, unread).
+template <bool kFive>
 struct Q4kQuad : Q4kMat {
   // Every element: the same fnmadds and fmas in the same order in one accumulator whatever the
-  // tile, then store_tile512's reduction.
+  // tile, then store_tile512's reduction (the fifth bits only change the integers, exact either
+  // way).
   static constexpr bool kShapeInvariant = true;
 
   template <int R, int T>
@@ -594,6 +612,10 @@ struct Q4kQuad : Q4kMat {
     const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
     const __m512i quad_of_lane = _mm512_srli_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    // Q5K (see above): dword k of every lane keeps bits k, k + 4 of its bytes, rotated by 4 - k.
+    const __m512i fifth_keep = _mm512_set4_epi32(static_cast<int>(0x88888888u), 0x44444444,
+                                                 0x22222222, 0x11111111);
+    const __m512i fifth_rot = _mm512_set4_epi32(1, 2, 3, 4);
     __m512 acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -615,12 +637,14 @@ struct Q4kQuad : Q4kMat {
             _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
             acc[i][j] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(ml), _mm512_zextps256_ps512(xm[j]), acc[i][j]);
           }
+          if constexpr (kFive) q5k_prefetch_high(Hr + i * hi_row_bytes, s);
         }
       }
       for (uint32_t q = 0; 4 * q < nb; ++q) {
         const size_t g = gb + 4 * q;
         const uint32_t ng = nb - 4 * q < 4 ? nb - 4 * q : 4;  // groups in this quad
         const __mmask64 wmask = ng == 4 ? ~0ull : (1ull << (16 * ng)) - 1;
+        const __mmask16 hmask = static_cast<__mmask16>((1u << (4 * ng)) - 1);
         const __mmask64 xmask_a = ng >= 2 ? ~0ull : (1ull << (32 * ng)) - 1;
         const __mmask64 xmask_b = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
         const __m512i sidx = _mm512_add_epi32(quad_of_lane, _mm512_set1_epi32(static_cast<int>(4 * q)));
@@ -629,8 +653,21 @@ struct Q4kQuad : Q4kMat {
           const uint8_t* p = Wr + i * w_row_bytes + g * 16;
           prefetch(p + kPrefetchBytes);
           const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
-          qlo[i] = _mm512_and_si512(b, nib);
-          qhi[i] = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+          if constexpr (kFive) {
+            const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 8);
+            const __m128i hv = ng == 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(h))
+                                       : _mm_maskz_loadu_epi8(hmask, h);
+            const __m512i hb = _mm512_rolv_epi32(
+                _mm512_and_si512(_mm512_permutexvar_epi32(quad_of_lane, _mm512_castsi128_si512(hv)),
+                                 fifth_keep),
+                fifth_rot);
+            qlo[i] = _mm512_ternarylogic_epi32(b, hb, nib, 0xe4);  // (b & nib) | (hb & ~nib)
+            const __m512i hi_down = _mm512_ternarylogic_epi32(b, hb, nib, 0xd8);  // b & ~nib | hb & nib
+            qhi[i] = _mm512_ror_epi32(hi_down, 4);
+          } else {
+            qlo[i] = _mm512_and_si512(b, nib);
+            qhi[i] = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+          }
         }
         for (int j = 0; j < T; ++j) {
           const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
@@ -658,7 +695,13 @@ struct Q4kQuad : Q4kMat {
 // Decode 8 rows x 1 token, prefill 4 x 4, as Q4Quad.
 void matmul_q4k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
-  drive<8, 4, 4>(q4k_mat<Q4kQuad>(w, x, y), n, r0, r1);
+  drive<8, 4, 4>(q4k_mat<Q4kQuad<false>>(w, x, y), n, r0, r1);
+}
+
+// As Q4K (the same tile, the fifth bits merged in).
+void matmul_q5k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                       uint32_t r1) {
+  drive<8, 4, 4>(q4k_mat<Q4kQuad<true>>(w, x, y), n, r0, r1);
 }
 
 namespace {
