@@ -85,8 +85,8 @@ bool write_model_file(const ModelData& model, const ConvertOptions& opts,
 
 // Name used in messages and logs: "f32", "f16", "q8", "q4", "q4k", "q6k".
 const char* dtype_name(fb::DType t);
-// Parses "f32" / "f16" / "q8" / "q4" / "q4k" / "q5k" / "q6k" (also "q8_0", "q4_0", "q4_k",
-// "q5_k", "q6_k");
+// Parses "f32" / "f16" / "q8" / "q4" / "q5" / "q4k" / "q5k" / "q6k" (also "q8_0", "q4_0",
+// "q5_0", "q4_k", "q5_k", "q6_k");
 // false if unknown.
 bool parse_dtype(const std::string& s, fb::DType* out);
 

@@ -12,7 +12,8 @@ namespace ringlm::internal {
 namespace conv {
 bool ggml_exact_repack_target(uint32_t type, fb::DType* out) {
   switch (type) {
-    case kGgmlQ8_0: case kGgmlQ5_0: case kGgmlIQ4_NL: *out = fb::DType::Q8; return true;
+    case kGgmlQ8_0: case kGgmlIQ4_NL: *out = fb::DType::Q8; return true;
+    case kGgmlQ5_0: *out = fb::DType::Q5; return true;
     case kGgmlQ4_0: *out = fb::DType::Q4; return true;
     case kGgmlQ4_K: *out = fb::DType::Q4K; return true;
     case kGgmlQ5_K: *out = fb::DType::Q5K; return true;
@@ -94,20 +95,34 @@ void repack_symmetric_k(uint32_t type, const uint8_t* src, uint64_t rows, uint64
 
 }  // namespace
 
+bool ggml_alt_repack_target(uint32_t type, fb::DType* out) {
+  if (type != kGgmlQ5_0) return false;
+  *out = fb::DType::Q8;
+  return true;
+}
+
 void ggml_repack(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols,
                  std::vector<uint8_t>* out) {
+  fb::DType target = fb::DType::F32;
+  ggml_exact_repack_target(type, &target);
+  ggml_repack_to(type, target, src, rows, cols, out);
+}
+
+void ggml_repack_to(uint32_t type, fb::DType target, const uint8_t* src, uint64_t rows,
+                    uint64_t cols, std::vector<uint8_t>* out) {
   if (type == kGgmlQ4_K) return repack_q45_k<false>(src, rows, cols, out);
   if (type == kGgmlQ5_K) return repack_q45_k<true>(src, rows, cols, out);
   if (type == kGgmlQ6_K || type == kGgmlQ3_K) return repack_symmetric_k(type, src, rows, cols, out);
-  fb::DType target = fb::DType::F32;
-  ggml_exact_repack_target(type, &target);
-  const WeightType wt = target == fb::DType::Q8 ? WeightType::Q8 : WeightType::Q4;
+  const WeightType wt = target == fb::DType::Q8   ? WeightType::Q8
+                        : target == fb::DType::Q5 ? WeightType::Q5
+                                                  : WeightType::Q4;
   out->assign(static_cast<size_t>(tensor_data_bytes(wt, rows, cols)), 0);
   uint32_t bv = 0, bb = 0;
   ggml_block_geometry(type, &bv, &bb);
   const uint64_t n_blocks = rows * cols / 32;
-  const uint64_t group_bytes = wt == WeightType::Q8 ? 32 : 16;
+  const uint64_t group_bytes = wt == WeightType::Q8 ? 32 : 16;  // Q5: its nibbles
   uint8_t* qs = out->data();
+  uint8_t* high = out->data() + q5k_high_offset(rows, cols);  // Q5 only
   uint8_t* scales = out->data() + quant_scales_offset(wt, rows, cols);
   for (uint64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* blk = src + b * bb;
@@ -122,14 +137,20 @@ void ggml_repack(uint32_t type, const uint8_t* src, uint64_t rows, uint64_t cols
         for (int j = 0; j < 16; ++j) dst[j] = blk[2 + j] ^ 0x88;
         break;
       case kGgmlQ5_0: {
+        // q5: the nibbles are ours as they are (unsigned, value j low / j + 16 high); the fifth
+        // bit of value j, bit j of the little-endian qh, goes to bit j / 4 of high byte j % 4.
+        // q8: each value's q - 16 as an int8.
         const uint8_t* qh = blk + 2;
-        const uint32_t h = static_cast<uint32_t>(qh[0]) | static_cast<uint32_t>(qh[1]) << 8 |
-                           static_cast<uint32_t>(qh[2]) << 16 | static_cast<uint32_t>(qh[3]) << 24;
         const uint8_t* q = blk + 6;
-        for (int j = 0; j < 32; ++j) {
-          const int lo = j < 16 ? (q[j] & 0x0f) : (q[j - 16] >> 4);
-          const int v = (lo | static_cast<int>((h >> j) & 1u) << 4) - 16;
-          dst[j] = static_cast<uint8_t>(static_cast<int8_t>(v));
+        if (wt == WeightType::Q5) {
+          memcpy(dst, q, 16);
+          uint8_t* h = high + b * 4;
+          for (int j = 0; j < 32; ++j) h[j % 4] = static_cast<uint8_t>(h[j % 4] | ((qh[j / 8] >> (j % 8)) & 1) << (j / 4));
+        } else {
+          for (int j = 0; j < 32; ++j) {
+            const int lo = j < 16 ? (q[j] & 0x0f) : (q[j - 16] >> 4);
+            dst[j] = static_cast<uint8_t>(static_cast<int8_t>((lo | ((qh[j / 8] >> (j % 8)) & 1) << 4) - 16));
+          }
         }
         break;
       }

@@ -800,6 +800,18 @@ bool gguf_tensor(const Gguf& g, const std::string& path, const std::string& arch
       ggml_repack(type, raw.data(), rows, cols, dst);
       return true;
     };
+    fb::DType alt = fb::DType::F32;
+    if (ggml_alt_repack_target(type, &alt)) {  // e.g. Q5_0 for --quant q8: exact too
+      t.has_raw_as_only = true;
+      t.raw_as_only = alt;
+      t.load_raw_as = [f = g.file, type, offset, bytes, rows, cols](fb::DType to, std::vector<uint8_t>* dst,
+                                                                     std::string* e) {
+        std::vector<uint8_t> raw(static_cast<size_t>(bytes));
+        if (!f->read_at(offset, raw.data(), bytes, e)) return false;
+        ggml_repack_to(type, to, raw.data(), rows, cols, dst);
+        return true;
+      };
+    }
   }
   return true;
 }

@@ -52,6 +52,9 @@ struct TensorData {
   // mixed preset's per-tensor targets included), so no float tensor is made and quantized.
   // Used for a 2-D tensor with cols % 32 == 0 whenever load_raw does not match the target.
   std::function<bool(fb::DType type, std::vector<uint8_t>* out, std::string* err)> load_raw_as;
+  // If set, the only types load_raw_as makes (GGUF Q5_0: q8 as well as its raw q5); unset: any.
+  fb::DType raw_as_only = fb::DType::F32;
+  bool has_raw_as_only = false;
   // How the source stores the tensor ("F32", "F16", "BF16", "Q4_K", ...), for the converter's
   // per-tensor report; "F32" when a reader does not say.
   std::string source_type = "F32";

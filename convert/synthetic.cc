@@ -132,6 +132,22 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
       }
       break;
     }
+    case fb::DType::Q5: {
+      // Levels round(v / 8) + 16 in [0, 31] with scale 8 s: the 5-bit grid, in Q5's encoding.
+      int32_t v[kQuantGroup];
+      uint8_t* high = o + q5k_high_offset(rows, cols);
+      for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
+        for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
+        uint8_t* q = o + grp * (kQuantGroup / 2);
+        for (uint32_t j = 0; j < kQuantGroup; ++j) {
+          int32_t l = ((v[j] + 4) >> 3) + 16;
+          l = l < 0 ? 0 : l > 31 ? 31 : l;
+          q[j % 16] = static_cast<uint8_t>(q[j % 16] | (l & 15) << (j < 16 ? 0 : 4));
+          high[grp * 4 + j % 4] = static_cast<uint8_t>(high[grp * 4 + j % 4] | (l >> 4) << (j / 4));
+        }
+      }
+      break;
+    }
     case fb::DType::Q4K:
     case fb::DType::Q5K: {
       // Q4K: unsigned nibbles round(v / 16) + 8; every group's sc = m = 1 with d = 16 s and
@@ -200,7 +216,9 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
       return;
     }
   }
-  const uint16_t sc = t == fb::DType::Q8 ? s16 : f32_to_fp16(16.0f * fp16_to_f32(s16));
+  const uint16_t sc = t == fb::DType::Q8   ? s16
+                      : t == fb::DType::Q5 ? f32_to_fp16(8.0f * fp16_to_f32(s16))
+                                           : f32_to_fp16(16.0f * fp16_to_f32(s16));
   uint8_t* scales = o + quant_scales_offset(wt, rows, cols);
   const uint64_t n_scales = rows * (cols / kQuantGroup);
   for (uint64_t i = 0; i < n_scales; ++i) memcpy(scales + 2 * i, &sc, 2);

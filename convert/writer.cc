@@ -81,7 +81,7 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
     tb.add_dtype(p.dtype);
     tb.add_group_size(p.dtype == fb::DType::Q8 || p.dtype == fb::DType::Q4 ||
                               p.dtype == fb::DType::Q4K || p.dtype == fb::DType::Q6K ||
-                              p.dtype == fb::DType::Q5K
+                              p.dtype == fb::DType::Q5K || p.dtype == fb::DType::Q5
                           ? kQuantGroup
                           : 0);
     tb.add_offset(p.offset);
@@ -137,11 +137,11 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
   auto arch = ab.Finish();
 
   fb::ModelBuilder mb(fbb);
-  // The lowest version that holds the file (schema/model.fbs): 4 when it has Q5K tensors, 3 when
-  // Q6K ones, 2 when Q4K ones.
+  // The lowest version that holds the file (schema/model.fbs): 4 when it has Q5K or Q5 tensors, 3
+  // when Q6K ones, 2 when Q4K ones.
   uint32_t version = 1;
   for (const Planned& p : plan) {
-    const uint32_t need = p.dtype == fb::DType::Q5K   ? 4
+    const uint32_t need = p.dtype == fb::DType::Q5K || p.dtype == fb::DType::Q5 ? 4
                           : p.dtype == fb::DType::Q6K ? 3
                           : p.dtype == fb::DType::Q4K ? 2
                                                       : 1;
@@ -180,12 +180,14 @@ void encode(const std::vector<float>& x, fb::DType t, uint64_t rows, uint64_t co
       break;
     }
     case fb::DType::Q8:
-    case fb::DType::Q4: {
+    case fb::DType::Q4:
+    case fb::DType::Q5: {
       const WeightType wt = static_cast<WeightType>(t);
       const uint64_t cp = padded_cols(cols);
       const uint64_t row_qs = wt == WeightType::Q8 ? cp : cp / 2;
       const uint64_t groups = cp / kQuantGroup;
       uint8_t* qs = out->data();
+      uint8_t* high = out->data() + q5k_high_offset(rows, cols);  // Q5 only
       uint8_t* sc = out->data() + quant_scales_offset(wt, rows, cols);
       std::vector<uint16_t> scales(static_cast<size_t>(groups));
       std::vector<float> back(static_cast<size_t>(cols));
@@ -195,6 +197,10 @@ void encode(const std::vector<float>& x, fb::DType t, uint64_t rows, uint64_t co
         if (wt == WeightType::Q8) {
           quantize_row_q8(row, cols, reinterpret_cast<int8_t*>(q), scales.data());
           dequantize_row_q8(reinterpret_cast<const int8_t*>(q), scales.data(), cols, back.data());
+        } else if (wt == WeightType::Q5) {
+          uint8_t* h = high + r * (cp / 8);
+          quantize_row_q5(row, cols, q, h, scales.data());
+          dequantize_row_q5(q, h, scales.data(), cols, back.data());
         } else {
           quantize_row_q4(row, cols, q, scales.data());
           dequantize_row_q4(q, scales.data(), cols, back.data());
@@ -300,7 +306,7 @@ NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t row
       memcpy(&h, data + 2 * i, 2);
       if (bad(h)) return {i, fp16_to_f32(h)};
     }
-  } else if (t == fb::DType::Q8 || t == fb::DType::Q4) {
+  } else if (t == fb::DType::Q8 || t == fb::DType::Q4 || t == fb::DType::Q5) {
     const WeightType wt = static_cast<WeightType>(t);
     const uint64_t groups = padded_cols(cols) / kQuantGroup;
     const uint8_t* sc = data + quant_scales_offset(wt, rows, cols);
@@ -367,6 +373,7 @@ const char* dtype_name(fb::DType t) {
     case fb::DType::Q4K: return "q4k";
     case fb::DType::Q6K: return "q6k";
     case fb::DType::Q5K: return "q5k";
+    case fb::DType::Q5: return "q5";
   }
   return "?";
 }
@@ -381,6 +388,7 @@ bool parse_dtype(const std::string& s, fb::DType* out) {
   else if (l == "q4k" || l == "q4_k") *out = fb::DType::Q4K;
   else if (l == "q6k" || l == "q6_k") *out = fb::DType::Q6K;
   else if (l == "q5k" || l == "q5_k") *out = fb::DType::Q5K;
+  else if (l == "q5" || l == "q5_0") *out = fb::DType::Q5;
   else return false;
   return true;
 }
@@ -444,7 +452,8 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
     }
     p.raw = p.cols % kQuantGroup == 0 &&
             ((t.has_raw && t.raw_type == p.dtype && t.load_raw) ||
-             (t.load_raw_as && t.shape.size() == 2));
+             (t.load_raw_as && t.shape.size() == 2 &&
+              (!t.has_raw_as_only || t.raw_as_only == p.dtype)));
     if (!p.raw && !t.load_f32) {
       *err = "tensor '" + t.name + "' has no loader for target " + dtype_name(p.dtype);
       return false;
@@ -533,7 +542,8 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
                std::to_string(scale_span(p.dtype)) + " values from " + where(p, bad.index) + kAllowHint;
         return false;
       }
-      // Q8_0 / Q4_0 blocks are q8 / q4 groups already; Q5_0 / IQ4_NL quants become int8.
+      // Q8_0 / Q4_0 blocks are q8 / q4 groups already; Q5_0 blocks become q5 (or int8), IQ4_NL
+      // quants int8.
       const bool copy = t.source_type == "Q8_0" || t.source_type == "Q4_0";
       log_line(log, p, copy ? "copied without re-quantization (exact)"
                             : "repacked without re-quantization (exact, same values)");

@@ -94,7 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
-  // Repacks: same values through the runtime's q8 / q4 / q4k / q5k / q6k decoders.
+  // Repacks: same values through the runtime's q8 / q4 / q5 / q4k / q5k / q6k decoders.
   ringlm::internal::fb::DType target;
   if (l && conv::ggml_exact_repack_target(type, &target) && cols % 32 == 0 &&
       rows * cols / bv <= n_blocks) {
@@ -105,6 +105,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                           : target == ringlm::internal::fb::DType::Q4  ? WeightType::Q4
                           : target == ringlm::internal::fb::DType::Q4K ? WeightType::Q4K
                           : target == ringlm::internal::fb::DType::Q5K ? WeightType::Q5K
+                          : target == ringlm::internal::fb::DType::Q5  ? WeightType::Q5
                                                                        : WeightType::Q6K;
     const uint16_t* scales = reinterpret_cast<const uint16_t*>(
         packed.data() + ringlm::internal::quant_scales_offset(wt, rows, cols));
@@ -125,6 +126,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             reinterpret_cast<const int8_t*>(packed.data() + ringlm::internal::q6k_subs_offset(rows, cols)) +
                 r * supers * 16,
             cols, row.data());
+      else if (wt == WeightType::Q5)
+        ringlm::internal::dequantize_row_q5(
+            packed.data() + r * cols / 2,
+            packed.data() + ringlm::internal::q5k_high_offset(rows, cols) + r * cols / 8,
+            scales + r * (cols / 32), cols, row.data());
       else if (wt == WeightType::Q5K)
         ringlm::internal::dequantize_row_q5k(
             packed.data() + r * cols / 2,

@@ -256,8 +256,8 @@ const char* kChatTemplate =
 // ---- per target ------------------------------------------------------------------------------------
 
 void model_open_seeds(const TokenizerData& sp, const TokenizerData& bpe, const std::string& shared) {
-  const fb::DType qs[7] = {fb::DType::F32, fb::DType::F16, fb::DType::Q8, fb::DType::Q4,
-                           fb::DType::Q4K, fb::DType::Q6K, fb::DType::Q5K};
+  const fb::DType qs[8] = {fb::DType::F32, fb::DType::F16, fb::DType::Q8, fb::DType::Q4,
+                           fb::DType::Q4K, fb::DType::Q6K, fb::DType::Q5K, fb::DType::Q5};
   uint32_t k = 0;
   for (const Shape& s : shapes()) {
     for (fb::DType q : qs) {

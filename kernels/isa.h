@@ -34,7 +34,9 @@ namespace ringlm::internal {
   void matmul_q6k_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,          \
                         uint32_t r0, uint32_t r1);                                               \
   void matmul_q5k_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,          \
-                        uint32_t r0, uint32_t r1);
+                        uint32_t r0, uint32_t r1);                                               \
+  void matmul_q5_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,           \
+                       uint32_t r0, uint32_t r1);
 
 #define RINGLM_DECLARE_KERNELS(isa)                                                             \
   RINGLM_DECLARE_QUANT_MATMULS(isa)                                                             \
@@ -64,14 +66,16 @@ namespace ringlm::internal {
                           uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,        \
                           bool v_f16, float* out);
 
-// ref.cc: the reference Q4K, Q5K and Q6K matmuls, for the tables with no kernel of their own for
-// them.
+// ref.cc: the reference Q4K, Q5K, Q6K and Q5 matmuls, for the tables with no kernel of their own
+// for them.
 void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1);
 void matmul_q6k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1);
 void matmul_q5k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1);
+void matmul_q5_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                   uint32_t r1);
 
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_DECLARE_KERNELS(avx2)              // x86/avx2.cc: AVX2 + FMA + F16C

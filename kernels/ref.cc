@@ -30,13 +30,14 @@ void matmul_float_ref(const WeightView& w, const float* x, uint32_t n, float* y,
   }
 }
 
-// Q8 (int8 values) or Q4 (packed nibbles): per group, the exact int32 dot product, then scaled.
-template <bool Q4>
+// Q8 (int8 values), Q4 (packed nibbles) or Q5 (Q5: unsigned nibbles and fifth bits, q - 16): per
+// group, the exact int32 dot product, then scaled.
+template <bool Q4, bool Q5 = false>
 void matmul_quant_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
   n &= ~kMatmulExactRows;  // every row is computed on its own anyway
   const uint8_t* W = static_cast<const uint8_t*>(w.data);
-  const size_t row_bytes = Q4 ? w.row_stride / 2 : w.row_stride;
+  const size_t row_bytes = Q4 || Q5 ? w.row_stride / 2 : w.row_stride;
   const uint32_t groups = w.row_stride / kQuantGroup;
   for (uint32_t t = 0; t < n; ++t) {
     const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
@@ -45,13 +46,19 @@ void matmul_quant_ref(const WeightView& w, const QuantActs& x, uint32_t n, float
     for (uint32_t r = r0; r < r1; ++r) {
       const uint8_t* row = W + static_cast<size_t>(r) * row_bytes;
       const uint16_t* ws = w.scales + static_cast<size_t>(r) * groups;
+      const uint8_t* hi = Q5 ? w.high + static_cast<size_t>(r) * (w.row_stride / 8) : nullptr;
       float acc = 0.0f;
       for (uint32_t g = 0; g < groups; ++g) {
         const int8_t* xg = xq + g * kQuantGroup;
         int32_t isum = 0;
         for (uint32_t j = 0; j < kQuantGroup; ++j) {
-          const int32_t v = Q4 ? q4_get(row + g * (kQuantGroup / 2), j)
-                               : static_cast<int8_t>(row[g * kQuantGroup + j]);
+          int32_t v;
+          if (Q5) {
+            const uint8_t b = row[g * (kQuantGroup / 2) + j % 16];
+            v = ((j < 16 ? b & 0x0f : b >> 4) | ((hi[g * 4 + j % 4] >> (j / 4)) & 1) << 4) - 16;
+          } else {
+            v = Q4 ? q4_get(row + g * (kQuantGroup / 2), j) : static_cast<int8_t>(row[g * kQuantGroup + j]);
+          }
           isum += v * xg[j];
         }
         acc += static_cast<float>(isum) * (fp16_to_f32(ws[g]) * xs[g]);
@@ -115,6 +122,11 @@ void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* 
 void matmul_q5k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
   matmul_qk_asym_ref<true>(w, x, n, y, r0, r1);
+}
+
+void matmul_q5_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                   uint32_t r1) {
+  matmul_quant_ref<false, true>(w, x, n, y, r0, r1);
 }
 
 // Q6K: per sub-block of 16 the exact int32 dot product of (q - 32) and the activations; a
@@ -294,6 +306,7 @@ const KernelTable kRef = {
     matmul_q4k_ref,
     matmul_q6k_ref,
     matmul_q5k_ref,
+    matmul_q5_ref,
     quantize_acts_ref,
     rmsnorm_ref,
     softmax_ref,

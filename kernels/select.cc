@@ -9,26 +9,27 @@
 namespace ringlm::internal {
 namespace {
 
-// Table `name`: the quantized matmuls of ISA `quant` (Q4K's of ISA `q4k`, Q6K's of ISA `q6k` and
-// Q5K's of ISA `q5k`: a derived ISA may use its base's), everything else of ISA `base` (isa.h).
-#define RINGLM_KERNEL_TABLE(name, base, quant, q4k, q6k, q5k)                                     \
+// Table `name`: the quantized matmuls of ISA `quant` (Q4K's of ISA `q4k`, Q6K's of ISA `q6k`,
+// Q5K's of ISA `q5k` and Q5's of ISA `q5`: a derived ISA may use its base's), everything else of
+// ISA `base` (isa.h).
+#define RINGLM_KERNEL_TABLE(name, base, quant, q4k, q6k, q5k, q5)                                 \
   const KernelTable k_##name = {#name,               matmul_f32_##base, matmul_f16_##base,       \
                                 matmul_q8_##quant,   matmul_q4_##quant, matmul_q4k_##q4k,        \
-                                matmul_q6k_##q6k,    matmul_q5k_##q5k,                           \
+                                matmul_q6k_##q6k,    matmul_q5k_##q5k,  matmul_q5_##q5,          \
                                 quantize_acts_##base,                                            \
                                 rmsnorm_##base,      softmax_##base,    swiglu_##base,           \
                                 attn_dot_##base,     attn_accum_##base, attn_dot_q8_##base,      \
                                 attn_accum_q8_##base, attn_dot_n_##base, attn_accum_n_##base};
 
 #if defined(RINGLM_KERNELS_X86)
-RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, avx512)
-RINGLM_KERNEL_TABLE(avx2, avx2, avx2, avx2, avx2, avx2)
+RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, avx512, avx512)
+RINGLM_KERNEL_TABLE(avx2, avx2, avx2, avx2, avx2, avx2, avx2)
 #elif defined(RINGLM_KERNELS_A64)
-RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, i8mm, i8mm, i8mm)
-RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, dotprod, dotprod, dotprod)
-RINGLM_KERNEL_TABLE(neon, neon, neon, neon, neon, neon)
+RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, i8mm, i8mm, i8mm, ref)
+RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, dotprod, dotprod, dotprod, ref)
+RINGLM_KERNEL_TABLE(neon, neon, neon, neon, neon, neon, ref)
 #elif defined(RINGLM_KERNELS_ARMV7)
-RINGLM_KERNEL_TABLE(armv7, armv7, armv7, armv7, armv7, armv7)
+RINGLM_KERNEL_TABLE(armv7, armv7, armv7, armv7, armv7, armv7, ref)
 #endif
 #undef RINGLM_KERNEL_TABLE
 

@@ -41,7 +41,7 @@ WeightView slot_weight(const ModelImpl& m, uint32_t slot) {
 
 bool is_quant(const WeightView& w) {
   return w.type == WeightType::Q8 || w.type == WeightType::Q4 || w.type == WeightType::Q4K ||
-         w.type == WeightType::Q6K || w.type == WeightType::Q5K;
+         w.type == WeightType::Q6K || w.type == WeightType::Q5K || w.type == WeightType::Q5;
 }
 
 // Bytes a matmul reads of `w` (values and, for Q8/Q4, the f16 group scales).
@@ -52,6 +52,7 @@ uint64_t weight_bytes(const WeightView& w) {
     case WeightType::F16: return 2 * n;
     case WeightType::Q8: return n + n / kQuantGroup * 2;
     case WeightType::Q4: return n / 2 + n / kQuantGroup * 2;
+    case WeightType::Q5: return n / 2 + n / 8 + n / kQuantGroup * 2;
     case WeightType::Q4K: return n / 2 + static_cast<uint64_t>(w.rows) * q4k_supers(w.cols) * 20;
     case WeightType::Q6K:
       return n / 2 + n / 4 + static_cast<uint64_t>(w.rows) * q6k_supers(w.cols) * 18;
@@ -86,6 +87,9 @@ void linear_rows(const KernelTable* k, const WeightView& w, const float* x, cons
       break;
     case WeightType::Q5K:
       k->matmul_q5k(w, qa, n, y, r0, r1);
+      break;
+    case WeightType::Q5:
+      k->matmul_q5(w, qa, n, y, r0, r1);
       break;
   }
 }

@@ -13,7 +13,7 @@ using fb::TensorRole;
 
 bool is_quant(WeightType t) {
   return t == WeightType::Q8 || t == WeightType::Q4 || t == WeightType::Q4K ||
-         t == WeightType::Q6K || t == WeightType::Q5K;
+         t == WeightType::Q6K || t == WeightType::Q5K || t == WeightType::Q5;
 }
 
 // The manifest input of verified hyperparameters.
@@ -153,9 +153,9 @@ Status check_tensor(const fb::Tensor* t, uint32_t index, uint32_t version, uint6
   RLM_CHECK(wt != WeightType::Q6K || version >= 3, RLM_ERR_MODEL_TENSOR, err,
             "tensor %u (%s): dtype Q6K needs format version 3, the file says %u", index, name,
             version);
-  RLM_CHECK(wt != WeightType::Q5K || version >= 4, RLM_ERR_MODEL_TENSOR, err,
-            "tensor %u (%s): dtype Q5K needs format version 4, the file says %u", index, name,
-            version);
+  RLM_CHECK((wt != WeightType::Q5K && wt != WeightType::Q5) || version >= 4, RLM_ERR_MODEL_TENSOR,
+            err, "tensor %u (%s): dtype %s needs format version 4, the file says %u", index, name,
+            wt == WeightType::Q5 ? "Q5" : "Q5K", version);
   if (is_quant(wt)) {
     RLM_CHECK(t->group_size() == kQuantGroup, RLM_ERR_MODEL_TENSOR, err,
               "tensor %u (%s): group_size %u, expected %u", index, name, t->group_size(),
@@ -367,6 +367,7 @@ WeightView model_weight(const ModelImpl& m, const fb::Tensor* t) {
       v.high = m.bytes + t->offset() + q5k_high_offset(v.rows, v.cols);
       v.subs = m.bytes + t->offset() + q5k_subs_offset(v.rows, v.cols);
     }
+    if (v.type == WeightType::Q5) v.high = m.bytes + t->offset() + q5k_high_offset(v.rows, v.cols);
   } else {
     v.row_stride = v.cols;
   }

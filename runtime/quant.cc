@@ -24,7 +24,9 @@ inline float round_away(float x) {
 uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols) {
   uint64_t cp = padded_cols(cols);
   if (t == WeightType::Q6K) return q6k_high_offset(rows, cols) + align_up(rows * cp / 4, kTensorAlignment);
-  if (t == WeightType::Q5K) return q5k_high_offset(rows, cols) + align_up(rows * cp / 8, kTensorAlignment);
+  if (t == WeightType::Q5K || t == WeightType::Q5) {
+    return q5k_high_offset(rows, cols) + align_up(rows * cp / 8, kTensorAlignment);
+  }
   uint64_t qs = t == WeightType::Q8 ? rows * cp : rows * cp / 2;
   return align_up(qs, kTensorAlignment);
 }
@@ -59,6 +61,7 @@ uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols) {
       return n * 2;
     case WeightType::Q8:
     case WeightType::Q4:
+    case WeightType::Q5:
       return quant_scales_offset(t, rows, cols) + rows * (padded_cols(cols) / kQuantGroup) * 2;
     case WeightType::Q4K:
       return q4k_subs_offset(rows, cols) + rows * q4k_supers(cols) * 16;
@@ -96,7 +99,14 @@ void quantize_row_q8(const float* x, size_t cols, int8_t* qs, uint16_t* scales) 
   }
 }
 
-void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales) {
+namespace {
+
+// Q4 (kHalf 8: two's-complement nibbles of q in [-8, 7], high null) and Q5 (kHalf 16: q + 16 in
+// [0, 31], its low nibble in qs and its fifth bit in `high`, 4 bytes a group): the signed value
+// with the largest magnitude maps to -kHalf, as GGUF Q4_0 / Q5_0 do.
+template <int kHalf>
+void quantize_row_sym(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* scales) {
+  constexpr float half = static_cast<float>(kHalf);
   const size_t cp = padded_cols(cols);
   for (size_t g = 0; g < cp / kQuantGroup; ++g) {
     float amax = 0.0f, m = 0.0f;
@@ -107,23 +117,39 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
         m = v;
       }
     }
-    const uint16_t s16 = f32_to_fp16(m / -8.0f);
+    const uint16_t s16 = f32_to_fp16(m / -half);
     const float s = fp16_to_f32(s16);
     const float inv = s != 0.0f ? 1.0f / s : 0.0f;
     scales[g] = s16;
     uint8_t* out = qs + g * (kQuantGroup / 2);
+    uint8_t* h5 = kHalf == 16 ? high + g * (kQuantGroup / 8) : nullptr;
+    if (kHalf == 16) memset(h5, 0, kQuantGroup / 8);
     for (size_t j = 0; j < kQuantGroup / 2; ++j) {
       int q[2];
       for (int h = 0; h < 2; ++h) {
         float v = round_away(group_value(x, cols, g * kQuantGroup + j + 16 * h) * inv);
         if (v != v) v = 0.0f;  // NaN (a NaN or infinite weight): casting it to int is UB
-        if (v > 7.0f) v = 7.0f;
-        if (v < -8.0f) v = -8.0f;
-        q[h] = static_cast<int>(v);
+        if (v > half - 1.0f) v = half - 1.0f;
+        if (v < -half) v = -half;
+        q[h] = static_cast<int>(v) + (kHalf == 16 ? 16 : 0);  // Q5: unsigned
+        if (kHalf == 16) {
+          const size_t k = j + 16 * h;  // value index in the group
+          h5[k % 4] = static_cast<uint8_t>(h5[k % 4] | (q[h] >> 4) << (k / 4));
+        }
       }
       out[j] = static_cast<uint8_t>((q[0] & 0x0f) | ((q[1] & 0x0f) << 4));
     }
   }
+}
+
+}  // namespace
+
+void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales) {
+  quantize_row_sym<8>(x, cols, qs, nullptr, scales);
+}
+
+void quantize_row_q5(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* scales) {
+  quantize_row_sym<16>(x, cols, qs, high, scales);
 }
 
 namespace {
@@ -434,6 +460,16 @@ void dequantize_row_q4k(const uint8_t* qs, const uint16_t* dm, const uint8_t* su
     const float dl = fp16_to_f32(dm[2 * s]) * static_cast<float>(subs[16 * s + k]);
     const float ml = fp16_to_f32(dm[2 * s + 1]) * static_cast<float>(subs[16 * s + 8 + k]);
     out[i] = dl * q - ml;
+  }
+}
+
+void dequantize_row_q5(const uint8_t* qs, const uint8_t* high, const uint16_t* scales, size_t cols,
+                       float* out) {
+  for (size_t i = 0; i < cols; ++i) {
+    const size_t g = i / kQuantGroup;
+    const unsigned j = static_cast<unsigned>(i % kQuantGroup);
+    const int q = q5k_level(qs + g * (kQuantGroup / 2), high + g * (kQuantGroup / 8), j);
+    out[i] = static_cast<float>(q - 16) * fp16_to_f32(scales[g]);
   }
 }
 

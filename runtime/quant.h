@@ -32,7 +32,8 @@ uint64_t q6k_high_offset(uint64_t rows, uint64_t cols);
 uint64_t q6k_subs_offset(uint64_t rows, uint64_t cols);
 
 // Q5K (schema/model.fbs): super-blocks as Q4K's; the fifth-bit plane follows the nibbles, then
-// the (d, dmin) plane (quant_scales_offset) and the sc/m plane (q5k_subs_offset).
+// the (d, dmin) plane (quant_scales_offset) and the sc/m plane (q5k_subs_offset). Q5's fifth-bit
+// plane is at the same offset, then its f16 scales (quant_scales_offset).
 inline uint64_t q5k_high_offset(uint64_t rows, uint64_t cols) {
   return align_up(rows * padded_cols(cols) / 2, kTensorAlignment);
 }
@@ -48,6 +49,11 @@ uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols);
 // f16-rounded scale so dequantization matches what the kernels compute.
 void quantize_row_q8(const float* x, size_t cols, int8_t* qs, uint16_t* scales);
 void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales);
+
+// Q5 (schema/model.fbs): as Q4 with 5 bits, the largest magnitude mapped to -16 (GGUF Q5_0's
+// rule): q + 16 in [0, 31], its low nibble in qs (unsigned, Q4K's order) and its fifth bit in
+// padded_cols(cols) / 8 bytes of `high` (Q5K's layout).
+void quantize_row_q5(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* scales);
 
 // Q4K (schema/model.fbs): one row into padded_cols(cols) / 2 bytes of unsigned nibbles,
 // q4k_supers(cols) (d, dmin) pairs and q4k_supers(cols) * 16 sc/m bytes. Per group a scale and
@@ -79,11 +85,13 @@ void dequantize_row_q4k(const uint8_t* qs, const uint16_t* dm, const uint8_t* su
                         float* out);
 void dequantize_row_q5k(const uint8_t* qs, const uint8_t* high, const uint16_t* dm,
                         const uint8_t* subs, size_t cols, float* out);
+void dequantize_row_q5(const uint8_t* qs, const uint8_t* high, const uint16_t* scales, size_t cols,
+                       float* out);
 void dequantize_row_q6k(const uint8_t* qs, const uint8_t* high, const uint16_t* d,
                         const int8_t* sc, size_t cols, float* out);
 
-// Q5K's q in [0, 31] of value j (< 32) of a group: its nibble and its fifth bit (bit j / 4 of
-// byte j % 4 of the group's 4 high bytes).
+// Q5K's (and Q5's) q in [0, 31] of value j (< 32) of a group: its nibble and its fifth bit (bit
+// j / 4 of byte j % 4 of the group's 4 high bytes).
 inline int q5k_level(const uint8_t* group_qs, const uint8_t* group_high, unsigned j) {
   const int low = j < 16 ? (group_qs[j] & 0x0f) : (group_qs[j - 16] >> 4);
   return low | (((group_high[j % 4] >> (j / 4)) & 1) << 4);

@@ -60,6 +60,11 @@ void embed(const Transformer* t, int32_t token, float* out) {
                          e.scales + r * supers * 2, e.subs + r * supers * 16, e.cols, out);
       break;
     }
+    case WeightType::Q5:
+      dequantize_row_q5(static_cast<const uint8_t*>(e.data) + r * (e.row_stride / 2),
+                        e.high + r * (e.row_stride / 8), e.scales + r * (e.row_stride / kQuantGroup),
+                        e.cols, out);
+      break;
     case WeightType::Q5K: {
       const size_t supers = q4k_supers(e.cols);
       dequantize_row_q5k(static_cast<const uint8_t*>(e.data) + r * (e.row_stride / 2),

@@ -1,4 +1,4 @@
-// The values a model tensor holds, as floats: f32 copied, f16 / q8 / q4 / q4k / q5k / q6k decoded with the runtime's
+// The values a model tensor holds, as floats: f32 copied, f16 / q8 / q4 / q5 / q4k / q5k / q6k decoded with the runtime's
 // own decoders (tests compare converted weights with their source through it).
 #ifndef RINGLM_TESTS_TENSOR_VALUES_H_
 #define RINGLM_TESTS_TENSOR_VALUES_H_
@@ -47,6 +47,11 @@ inline std::vector<float> tensor_values(const ringlm::internal::ModelImpl& m,
                            v.subs + static_cast<size_t>(r) * supers * 16, v.cols, o);
         break;
       }
+      case WeightType::Q5:
+        dequantize_row_q5(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride / 2,
+                          v.high + static_cast<size_t>(r) * v.row_stride / 8,
+                          v.scales + static_cast<size_t>(r) * (v.row_stride / 32), v.cols, o);
+        break;
       case WeightType::Q5K: {
         const size_t supers = q4k_supers(v.cols);
         dequantize_row_q5k(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride / 2,

@@ -633,11 +633,16 @@ TEST(CliFlags, QuantKAndTheKMPresets) {
             0)
       << out;
   EXPECT_NE(out.find(" 1L q5k | "), std::string::npos) << out;
+  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q5 -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(" 1L q5 | "), std::string::npos) << out;
   EXPECT_EQ(run_command(ringlm_bin() + " convert --synthetic smollm2-135m --quant q4_k_x -o " + model +
                             ".x 2>&1",
                         &out),
             2);
-  EXPECT_NE(out.find("unknown --quant 'q4_k_x' (f32, f16, q8, q4, q4k, q5k, q6k, q4k_m, q5k_m, keep)"),
+  EXPECT_NE(out.find("unknown --quant 'q4_k_x' (f32, f16, q8, q4, q5, q4k, q5k, q6k, q4k_m, q5k_m, keep)"),
             std::string::npos)
       << out;
 }

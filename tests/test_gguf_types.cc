@@ -430,7 +430,7 @@ TEST(GgufTypes, NonFiniteBlockScalesAreRefusedUnlessAllowed) {
         const std::string at = "index " + std::to_string(first) + " (row " +
                                std::to_string(first / 256) + ", column " +
                                std::to_string(first % 256) + ")";
-        // f32: through the dequantizer; q8: a raw repack for Q8_0 / Q5_0 / IQ4_NL, else
+        // f32: through the dequantizer; q8: a raw repack for Q8_0 / Q5_0 (its q8 form) / IQ4_NL, else
         // re-quantized (every target's non-finite check is tests/test_convert_hostile.cc's).
         for (DType q : {DType::F32, DType::Q8}) {
           std::string err;
@@ -508,7 +508,7 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
   const Case cases[] = {
       {GgufWriter::kF32, "f32"},  // random floats: not f16 values
       {GgufWriter::kF16, "f16"},
-      {2, "q4"},   {8, "q8"},   {6, "q8"},   {20, "q8"},  // Q4_0, Q8_0, Q5_0, IQ4_NL: repacked
+      {2, "q4"},   {8, "q8"},   {6, "q5"},   {20, "q8"},  // Q4_0, Q8_0, Q5_0, IQ4_NL: repacked
       {12, "q4k"}, {13, "q5k"},                          // Q4_K, Q5_K: repacked into their own
       {14, "q6k"}, {11, "q6k"},                          // Q6_K, Q3_K: into Q6K
       {3, "f32"},  {7, "f32"},  {10, "f32"},
@@ -661,8 +661,8 @@ TEST(GgufKeep, EveryReferenceFileConvertsLosslessly) {
       EXPECT_TRUE(contains(r.log, "Q5_K    -> q5k  repacked without re-quantization")) << r.log;
     }
     if (f == "rand256.F16") EXPECT_EQ(r.dtype_of["blk.0.attn_q.weight"], "f16");
-    if (f == "tinystories-656k.Q4_K_M") {  // Q5_0 x 12, Q8_0 x 3: all q8
-      EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "q8");
+    if (f == "tinystories-656k.Q4_K_M") {  // Q5_0 x 12 -> q5, Q8_0 x 3 -> q8
+      EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "q5");
       EXPECT_EQ(r.dtype_of["blk.1.ffn_down.weight"], "q8");
     }
     if (f == "tinystories-656k.Q5_K_M") EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "f32");  // Q5_1
@@ -774,8 +774,8 @@ TEST(GgufKeepShared, TinyStoriesPresetsPerplexityWithinOnePercentOfLlamaCpp) {
     // The summary line says what happened to the tensors, also without -v; -v says it per tensor.
     EXPECT_TRUE(contains(out, "tensors: 5 F32 -> f32 (exact)")) << out;
     if (verbose) {
-      EXPECT_TRUE(contains(out, "3 Q8_0 -> q8 (exact copy), 12 Q5_0 -> q8 (exact repack)")) << out;
-      EXPECT_TRUE(contains(out, "  blk.0.ffn_up.weight                  Q5_0    -> q8   repacked "
+      EXPECT_TRUE(contains(out, "3 Q8_0 -> q8 (exact copy), 12 Q5_0 -> q5 (exact repack)")) << out;
+      EXPECT_TRUE(contains(out, "  blk.0.ffn_up.weight                  Q5_0    -> q5   repacked "
                                 "without re-quantization (exact, same values)"))
           << out;
       EXPECT_TRUE(contains(out, "  blk.1.ffn_down.weight                Q8_0    -> q8   copied "

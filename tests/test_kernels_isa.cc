@@ -6,7 +6,7 @@
 //   quantize_acts                bit-exact (qs and scales)
 //   matmul_q8 / matmul_q4        |y - ref| <= 1e-5 * sum_g |w_scale_g x_scale_g| sum_j |w_j x_j|
 //   / matmul_q4k / matmul_q5k    (q4k, q5k: + sum_g |min_g x_sum_g|, their min term; q6k: per 16
-//   / matmul_q6k                 values)
+//   / matmul_q6k / matmul_q5     values)
 //                                (int32 partial dot products are exact; only the scaled sum is
 //                                reordered). And bit-exact with unit scales while every partial
 //                                sum stays below 2^24 (all float sums exact): the integer dot
@@ -95,8 +95,8 @@ struct QuantCase {
   std::vector<float> xs;
   std::vector<uint8_t> subs;  // Q4K/Q5K: (rows, supers, 16) sc[8], m[8]; scales: (rows, supers,
                               // 2); Q6K: (rows, supers, 16) int8 sc; scales: (rows, supers) d
-  std::vector<uint8_t> high;  // Q6K: (rows, stride / 4) the high 2 bits; Q5K: (rows, stride / 8)
-                              // the fifth bits
+  std::vector<uint8_t> high;  // Q6K: (rows, stride / 4) the high 2 bits; Q5K/Q5: (rows, stride /
+                              // 8) the fifth bits
   std::vector<float> sums;    // Q4K/Q5K: (n, groups) xs * sum of the group's xq
   uint32_t n_tok;
 
@@ -108,11 +108,12 @@ struct QuantCase {
     data.resize(bytes);
     std::uniform_int_distribution<int> byte(0, 255);
     for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-    if (t == WeightType::Q6K || t == WeightType::Q5K) {
+    if (t == WeightType::Q6K || t == WeightType::Q5K || t == WeightType::Q5) {
       high.resize(size_t{rows} * stride / (t == WeightType::Q6K ? 4 : 8));
       for (uint8_t& b : high) b = static_cast<uint8_t>(byte(rng));
     }
-    // Padding past cols holds zeros, as the encodings require (Q6K: q = 32, high bits 2).
+    // Padding past cols holds zeros, as the encodings require (Q6K: q = 32, high bits 2; Q5:
+    // q = 16, fifth bit 1).
     for (uint32_t row = 0; row < rows; ++row) {
       for (uint32_t col = cols; col < stride; ++col) {
         if (t == WeightType::Q8) {
@@ -126,9 +127,10 @@ struct QuantCase {
           uint8_t& h = high[size_t{row} * stride / 4 + (col / 32) * 8 + j % 8];
           h = static_cast<uint8_t>((h & ~(3u << shift)) | (2u << shift));
         }
-        if (t == WeightType::Q5K) {
+        if (t == WeightType::Q5K || t == WeightType::Q5) {
           const uint32_t j = col % 32;
-          high[size_t{row} * stride / 8 + (col / 32) * 4 + j % 4] &= static_cast<uint8_t>(~(1u << (j / 4)));
+          uint8_t& h = high[size_t{row} * stride / 8 + (col / 32) * 4 + j % 4];
+          h = static_cast<uint8_t>((h & ~(1u << (j / 4))) | (t == WeightType::Q5 ? 1u << (j / 4) : 0u));
         }
       }
     }
@@ -180,7 +182,7 @@ struct QuantCase {
     v.cols = cols;
     v.row_stride = stride;
     if (type == WeightType::Q4K || type == WeightType::Q5K || type == WeightType::Q6K) v.subs = subs.data();
-    if (type == WeightType::Q6K || type == WeightType::Q5K) v.high = high.data();
+    if (type == WeightType::Q6K || type == WeightType::Q5K || type == WeightType::Q5) v.high = high.data();
     return v;
   }
   QuantActs acts(uint32_t tok0 = 0) const {
@@ -193,6 +195,10 @@ struct QuantCase {
     if (type == WeightType::Q6K) {
       return q6k_level(data.data() + size_t{r} * stride / 2 + (c / 32) * 16,
                        high.data() + size_t{r} * stride / 4 + (c / 32) * 8, c % 32) - 32;
+    }
+    if (type == WeightType::Q5) {
+      return q5k_level(data.data() + size_t{r} * stride / 2 + (c / 32) * 16,
+                       high.data() + size_t{r} * stride / 8 + (c / 32) * 4, c % 32) - 16;
     }
     if (type == WeightType::Q5K) {
       return q5k_level(data.data() + size_t{r} * stride / 2 + (c / 32) * 16,
@@ -305,11 +311,12 @@ QuantFn quant_fn(const KernelTable* k, WeightType t) {
          : t == WeightType::Q4  ? k->matmul_q4
          : t == WeightType::Q4K ? k->matmul_q4k
          : t == WeightType::Q5K ? k->matmul_q5k
+         : t == WeightType::Q5  ? k->matmul_q5
                                 : k->matmul_q6k;
 }
 
 void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : type == WeightType::Q4K ? 44 : type == WeightType::Q5K ? 55 : 66);
+  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : type == WeightType::Q4K ? 44 : type == WeightType::Q5K ? 55 : type == WeightType::Q5 ? 5 : 66);
   int checked = 0;
   for (const Shape& s : matmul_shapes()) {
     const QuantCase qc(rng, type, s.rows, s.cols, s.n);
@@ -337,7 +344,7 @@ void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType 
 // With unit scales every partial sum is an integer below 2^24 (q8, q4k, q6k: cols <= 1024, q4: any),
 // so every summation order gives the same float: ISA == ref bit for bit.
 void test_quant_exact(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : type == WeightType::Q4K ? 441 : type == WeightType::Q5K ? 551 : 661);
+  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : type == WeightType::Q4K ? 441 : type == WeightType::Q5K ? 551 : type == WeightType::Q5 ? 51 : 661);
   for (const Shape& s : matmul_shapes()) {
     if (type != WeightType::Q4 && s.cols > 1024) continue;
     QuantCase qc(rng, type, s.rows, s.cols, s.n);
@@ -407,7 +414,7 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
       std::vector<uint16_t> wh;
       const bool quant = type == WeightType::Q8 || type == WeightType::Q4 ||
                          type == WeightType::Q4K || type == WeightType::Q5K ||
-                         type == WeightType::Q6K;
+                         type == WeightType::Q6K || type == WeightType::Q5;
       QuantCase qc(rng, quant ? type : WeightType::Q8, rows, cols, n);
       if (quant) {
         v = qc.view();
@@ -450,7 +457,7 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
 
 TEST_P(KernelsIsa, MatmulExactRowsEqualOneRowCalls) {
   for (WeightType t :
-       {WeightType::Q8, WeightType::Q4, WeightType::Q4K, WeightType::Q5K, WeightType::Q6K, WeightType::F32,
+       {WeightType::Q8, WeightType::Q4, WeightType::Q5, WeightType::Q4K, WeightType::Q5K, WeightType::Q6K, WeightType::F32,
         WeightType::F16}) {
     SCOPED_TRACE(static_cast<int>(t));
     test_exact_rows(k_, t);
@@ -461,6 +468,8 @@ TEST_P(KernelsIsa, MatmulQ8) { test_quant_matmul(k_, ref_, WeightType::Q8); }
 TEST_P(KernelsIsa, MatmulQ4) { test_quant_matmul(k_, ref_, WeightType::Q4); }
 TEST_P(KernelsIsa, MatmulQ8ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q8); }
 TEST_P(KernelsIsa, MatmulQ4ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4); }
+TEST_P(KernelsIsa, MatmulQ5) { test_quant_matmul(k_, ref_, WeightType::Q5); }
+TEST_P(KernelsIsa, MatmulQ5ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q5); }
 TEST_P(KernelsIsa, MatmulQ4K) { test_quant_matmul(k_, ref_, WeightType::Q4K); }
 TEST_P(KernelsIsa, MatmulQ4KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4K); }
 TEST_P(KernelsIsa, MatmulQ5K) { test_quant_matmul(k_, ref_, WeightType::Q5K); }
@@ -775,7 +784,7 @@ TEST(KernelsSelect, OverridesAndAvailability) {
   // Every table fills every entry.
   for (size_t i = 0; i < nc; ++i) {
     const KernelTable* t = all[i];
-    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 && t->matmul_q4k && t->matmul_q6k && t->matmul_q5k &&
+    EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 && t->matmul_q4k && t->matmul_q6k && t->matmul_q5k && t->matmul_q5 &&
                 t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
                 t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8 && t->attn_dot_n &&
                 t->attn_accum_n)

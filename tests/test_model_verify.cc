@@ -436,7 +436,7 @@ void expect_header_mutation(const std::function<void(Header&)>& mutate, Status w
 // ---- baseline --------------------------------------------------------------------------------
 
 TEST(ModelVerify, GoodModelsOpenAndRebuildRoundTrips) {
-  for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q4K, DType::Q5K, DType::Q6K}) {
+  for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q5, DType::Q4K, DType::Q5K, DType::Q6K}) {
     for (bool tied : {false, true}) {
       const std::vector<uint8_t> file = build(make_model(small_shape(tied)), q);
       EXPECT_STATUS(file, RLM_OK);
@@ -575,10 +575,11 @@ TEST(ModelVerify, WrongVersion) {
   expect_header_mutation([](Header& h) { h.format_version = 3; }, RLM_OK, small_shape(), DType::Q6K);
   expect_header_mutation([](Header& h) { h.format_version = 2; }, RLM_ERR_MODEL_TENSOR, small_shape(),
                          DType::Q6K);
-  // A q5k tensor needs version 4.
-  expect_header_mutation([](Header& h) { h.format_version = 4; }, RLM_OK, small_shape(), DType::Q5K);
-  expect_header_mutation([](Header& h) { h.format_version = 3; }, RLM_ERR_MODEL_TENSOR, small_shape(),
-                         DType::Q5K);
+  // A q5k or q5 tensor needs version 4.
+  for (DType q : {DType::Q5K, DType::Q5}) {
+    expect_header_mutation([](Header& h) { h.format_version = 4; }, RLM_OK, small_shape(), q);
+    expect_header_mutation([](Header& h) { h.format_version = 3; }, RLM_ERR_MODEL_TENSOR, small_shape(), q);
+  }
   expect_header_mutation([](Header& h) { h.format_version = 0; }, RLM_ERR_MODEL_VERSION);
   expect_header_mutation([](Header& h) { h.format_version = 0xffffffffu; }, RLM_ERR_MODEL_VERSION);
 }

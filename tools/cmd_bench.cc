@@ -45,7 +45,7 @@ using namespace ringlm::internal;
 
 const char kUsage[] =
     "usage: ringlm bench -m MODEL [options]\n"
-    "       ringlm bench --synthetic CONFIG.json|DIR|smollm2-135m [--quant q8|q4|q4k|q5k|q6k|q4k_m|q5k_m|f16|f32] "
+    "       ringlm bench --synthetic CONFIG.json|DIR|smollm2-135m [--quant q8|q4|q5|q4k|q5k|q6k|q4k_m|q5k_m|f16|f32] "
     "[options]\n"
     "\n"
     "Measures prefill (ppN: one rlm_session_eval over N random token ids) and decode (tgN: N\n"
@@ -61,7 +61,7 @@ const char kUsage[] =
     "                          smollm2-135m. The config's family is reproduced (llama, mistral,\n"
     "                          qwen2, qwen3, gemma2, gemma3, phi3: biases, qk-norm, Gemma norms,\n"
     "                          sliding-window layers, rope scaling) as the converter reads it.\n"
-    "      --quant TYPE        synthetic weights as q8 (default), q4, q4k, q5k, q6k, f16 or\n"
+    "      --quant TYPE        synthetic weights as q8 (default), q4, q5, q4k, q5k, q6k, f16 or\n"
     "                          f32, generated directly in that encoding; or the mixed presets\n"
     "                          q4k_m / q5k_m (q4k / q5k, with the output and some layers'\n"
     "                          attention V and FFN down in q6k, as llama.cpp's Q4_K_M / Q5_K_M)\n"

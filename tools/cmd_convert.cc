@@ -1,4 +1,4 @@
-// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q4k|q5k|q6k|q4k_m|q5k_m|keep]
+// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q5|q4k|q5k|q6k|q4k_m|q5k_m|keep]
 //   -o OUT
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ namespace {
 void usage(FILE* f) {
   fprintf(f,
           "usage: ringlm convert SOURCE [--tokenizer FILE]\n"
-          "                      [--quant f32|f16|q8|q4|q4k|q5k|q6k|q4k_m|q5k_m|keep] -o OUT\n"
+          "                      [--quant f32|f16|q8|q4|q5|q4k|q5k|q6k|q4k_m|q5k_m|keep] -o OUT\n"
           "       ringlm convert --synthetic SPEC [--layers N] [--seed S] [--chat FORMAT]\n"
           "                      [--vocab FILE] [--quant ...] -o OUT\n"
           "\n"
@@ -35,19 +35,22 @@ void usage(FILE* f) {
           "\n"
           "options:\n"
           "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin / tok512.bin)\n"
-          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q4k, q5k,\n"
-          "                     q6k, the mixed presets q4k_m / q5k_m, or keep; norms stay f32.\n"
+          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q5, q4k,\n"
+          "                     q5k, q6k, the mixed presets q4k_m / q5k_m, or keep; norms stay\n"
+          "                     f32. q5: 5-bit with an f16 scale per 32 (GGUF Q5_0's, 5.5 bits).\n"
           "                     q4k: 4-bit with a 6-bit scale and min per 32 (GGUF Q4_K's\n"
           "                     arithmetic, ~4.6 bits per weight); q5k: the same with 5 bits\n"
           "                     (GGUF Q5_K's, ~5.6 bits); q6k: 6-bit with an int8 scale per 16\n"
           "                     (GGUF Q6_K's, ~6.6 bits); q4k_m / q5k_m: q4k / q5k with the\n"
           "                     output projection and some layers' attention V and FFN down in\n"
           "                     q6k (llama.cpp's Q4_K_M / Q5_K_M rules). GGUF Q8_0 -> q8 and\n"
-          "                     Q4_0 -> q4 are copied, Q5_0 / IQ4_NL -> q8, Q4_K -> q4k,\n"
+          "                     Q4_0 -> q4 are copied, Q5_0 -> q5 (or q8), IQ4_NL -> q8,\n"
+          "                     Q4_K -> q4k,\n"
           "                     Q5_K -> q5k and Q6_K / Q3_K -> q6k repacked, all without\n"
           "                     re-quantization; other types are dequantized and re-encoded.\n"
           "                     keep: each tensor in the smallest encoding that holds its\n"
-          "                     values exactly: Q8_0/Q5_0/IQ4_NL -> q8, Q4_0 -> q4, Q4_K -> q4k,\n"
+          "                     values exactly: Q8_0/IQ4_NL -> q8, Q4_0 -> q4, Q5_0 -> q5,\n"
+          "                     Q4_K -> q4k,\n"
           "                     Q5_K -> q5k, Q6_K/Q3_K -> q6k, F16 -> f16, F32/BF16/other\n"
           "                     types -> f16 if\n"
           "                     every value is an f16 value,\n"
@@ -111,7 +114,7 @@ int cmd_convert(int argc, char** argv) {
       } else if (ringlm::internal::conv::apply_quant_preset(v, nullptr, &opts.quant)) {
         opts.preset = v;
       } else if (!ringlm::internal::conv::parse_dtype(v, &opts.quant)) {
-        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q4k, q5k, q6k, %s, keep)\n",
+        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q5, q4k, q5k, q6k, %s, keep)\n",
                 v, ringlm::internal::conv::quant_preset_names());
         return 2;
       }
@@ -173,7 +176,7 @@ int cmd_convert(int argc, char** argv) {
   }
   if (!synthetic.empty() && opts.keep) {
     fprintf(stderr, "ringlm convert: --quant keep keeps a source's encodings; a synthetic model "
-                    "has none (give f32, f16, q8, q4, q4k, q5k, q6k, q4k_m or q5k_m)\n");
+                    "has none (give f32, f16, q8, q4, q5, q4k, q5k, q6k, q4k_m or q5k_m)\n");
     return 2;
   }
   if (synthetic.empty() && (!chat.empty() || layers || seed != 1 || !vocab.empty())) {

@@ -4,19 +4,21 @@
 // Matmuls walk output rows in tiles (rows outer, tokens inner): a tile of R rows x T tokens keeps
 // R*T accumulators in registers, so each loaded weight block serves T tokens and each activation
 // block R rows. Decode (n = 1) uses 4 rows x 1 token: one pass over the weights, the activation
-// group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q4) / 4 x 2 (float, Q4K, Q5K)
-// / 4 x 3 (Q6K).
+// group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q4, Q5) / 4 x 2 (float, Q4K,
+// Q5K) / 4 x 3 (Q6K).
 //
 // Q8: per 32-group, vpsignb makes |w| (unsigned) and x*sign(w), vpmaddubsw + vpmaddwd give eight
 // exact int32 partial sums (|w| <= 128, |x| <= 127: pair sums stay below 2^15), converted to float
 // and scaled by w_scale*x_scale. Q4: 16 bytes become 32 unsigned nibbles u = v + 8 in [0, 15]
-// (xor 0x88, then low/high nibble, matching the x[0..15] / x[16..31] order of the layout);
+// (low/high nibble, matching the x[0..15] / x[16..31] order of the layout, then xor 8);
 // maddubs(u, x) - maddubs(8, x) is the exact signed dot product, the second term shared by all
-// rows of the tile. Q4K: the nibbles are unsigned already, maddubs(q, x) is the dot product; the
-// scales come per super-block (Q4kTile). Q5K: Q4K's walk with each group's fifth bits or'd into
-// its nibbles as 16 (q in [0, 31]: pair sums 31 * 127 * 2 < 2^15; Q4kTile<true>). Q6K: the same
-// over the 6-bit values, offset 32 removed as Q4's 8, the two sub-block scales of a group applied
-// in int16 by vpmaddwd (Q6kTile).
+// rows of the tile. Q5: the same with u = q = nibble | 16 * fifth bit in [0, 31] (the fifth bits
+// as Q5K's, below) and maddubs(u, x) - maddubs(16, x) (31 * 127 * 2 < 2^15, 16 * 128 * 2 = 4096:
+// neither saturates; QuantTile<true, true>). Q4K: the nibbles are unsigned already, maddubs(q, x)
+// is the dot product; the scales come per super-block (Q4kTile). Q5K: Q4K's walk with each
+// group's fifth bits or'd into its nibbles as 16 (q in [0, 31]: pair sums 31 * 127 * 2 < 2^15;
+// Q4kTile<true>). Q6K: the same over the 6-bit values, offset 32 removed as Q4's 8, the two
+// sub-block scales of a group applied in int16 by vpmaddwd (Q6kTile).
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -104,7 +106,7 @@ struct FloatMat : FloatOperands {
   }
 };
 
-// ---- Q8 / Q4 ---------------------------------------------------------------------------------------
+// ---- Q8 / Q4 / Q5 -------------------------------------------------------------------------------
 
 // 16 packed bytes -> their 32 nibbles as bytes 0..15 (value j in byte j, j = 0..31): low nibbles
 // in the lower lane, high nibbles (the upper lane shifted by 4) in the upper one.
@@ -119,19 +121,52 @@ inline __m256i unpack_q4(const uint8_t* p) {
   return _mm256_xor_si256(unpack_nibbles(p), _mm256_set1_epi8(0x08));
 }
 
-// The two differ only in the int32 partial sums of a group (see the top of the file):
-//   Q8: maddubs(|w|, x * sign(w));  Q4: maddubs(u, x) - maddubs(8, x), the second per token.
-template <bool Q4>
+// Q5 / Q5K: the fifth bits of a group's values as bytes 16 * bit in value order, from its 4 bytes
+// at p (bit k of byte j: value 4k + j's). A dword broadcast gives byte lane v byte v % 4, the one
+// holding value v's bit, and dword k (values 4k..4k+3) keeps its bytes' bit k: each byte is 0 or
+// 2^k. vpsignb(16, that) then gives 16 where it is not 0 (dword 7's 2^7 is a negative byte: its
+// sixteens are -16, negated). Two ops before the merge, where aligning the bit by shifts takes
+// three (vpsrlvd by k, vpslld 4, vpand 0x10).
+inline __m256i unpack_fifth_bits(const uint8_t* p) {
+  int32_t bits;
+  memcpy(&bits, p, sizeof bits);
+  const __m256i bit_k = _mm256_setr_epi32(0x01010101, 0x02020202, 0x04040404, 0x08080808,
+                                          0x10101010, 0x20202020, 0x40404040,
+                                          static_cast<int>(0x80808080u));
+  const __m256i sixteen = _mm256_setr_epi32(0x10101010, 0x10101010, 0x10101010, 0x10101010,
+                                            0x10101010, 0x10101010, 0x10101010,
+                                            static_cast<int>(0xf0f0f0f0u));  // -16: see above
+  return _mm256_sign_epi8(sixteen, _mm256_and_si256(_mm256_set1_epi32(bits), bit_k));
+}
+
+// Q5 / Q5K: a group's unsigned q = nibble | 16 * fifth bit in [0, 31] in value order, from its
+// 16 nibble bytes at p and its 4 fifth-bit bytes at h.
+inline __m256i unpack_q5(const uint8_t* p, const uint8_t* h) {
+  const __m256i q = unpack_nibbles(p);  // first (GCC evaluates call arguments right to left)
+  return _mm256_or_si256(q, unpack_fifth_bits(h));
+}
+
+// The three differ only in the int32 partial sums of a group (see the top of the file):
+//   Q8: maddubs(|w|, x * sign(w));  Q4: maddubs(u, x) - maddubs(8, x), the second per token;
+//   Q5 (kFive, a Q4 tile: its nibble plane is Q4's shape): maddubs(q, x) - maddubs(16, x), q with
+//   the fifth bits of HI.
+// Decode ops per group and row: Q4 8 (vpsrlvq, vpand, vpxor, then vpmaddubsw, vpmaddwd, vpsubd,
+// vcvtdq2ps, vfmadd), Q5 10 (vpand, vpsignb, vpor in place of vpxor; and a broadcast load of the
+// 4 bytes); the correction's 2 per group and token are shared by the tile's rows.
+template <bool Q4, bool kFive = false>
 struct QuantTile : QuantMat {
+  static_assert(Q4 || !kFive, "Q5 takes Q4's walk");
   static constexpr bool kQ4 = Q4;
-  static constexpr bool kShapeInvariant = true;  // as FloatMat
+  // As FloatMat (Q5: the fifth bits and the offset only change the integers, exact either way).
+  static constexpr bool kShapeInvariant = true;
   static constexpr size_t kGroupBytes = Q4 ? kQuantGroup / 2 : kQuantGroup;
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
+    const uint8_t* Hr = kFive ? HI + r * hi_row_bytes : nullptr;  // Q5: row r's fifth bits
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i eights = _mm256_set1_epi8(8);
+    const __m256i offset = _mm256_set1_epi8(kFive ? 16 : 8);  // Q4 / Q5: the unsigned offset
     __m256 acc[R][T];
     // Zeroed lane by lane: `= {}` made GCC 12 clear a stack copy with rep stos in every tile
     // (~30 cycles; a 64-wide attention row tile does only 8 steps) though acc lives in registers.
@@ -141,13 +176,20 @@ struct QuantTile : QuantMat {
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
       block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+      if constexpr (kFive) {
+        // A block's 8 groups of fifth bits are a Q5K super-block's: its prefetch, out of the
+        // group loop as there.
+        for (int i = 0; i < R; ++i) prefetch_fifth_bits(Hr + i * hi_row_bytes, gb / 8);
+      }
       for (uint32_t k = 0; k < nb; ++k) {
         const size_t g = gb + k;
-        __m256i wv[R], u[R];  // Q8: w and |w|; Q4: u only
+        __m256i wv[R], u[R];  // Q8: w and |w|; Q4, Q5: u only
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = Wr + i * w_row_bytes + g * kGroupBytes;
           if (k % (64 / kGroupBytes) == 0) prefetch(p + kPrefetchBytes);  // once per line
-          if constexpr (Q4) {
+          if constexpr (kFive) {
+            u[i] = unpack_q5(p, Hr + i * hi_row_bytes + g * (kQuantGroup / 8));
+          } else if constexpr (Q4) {
             u[i] = unpack_q4(p);
           } else {
             wv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -158,7 +200,7 @@ struct QuantTile : QuantMat {
           const __m256i xv = _mm256_loadu_si256(
               reinterpret_cast<const __m256i*>(Xt + j * x_stride + g * kQuantGroup));
           __m256i corr = _mm256_setzero_si256();
-          if constexpr (Q4) corr = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, xv), ones);
+          if constexpr (Q4) corr = _mm256_madd_epi16(_mm256_maddubs_epi16(offset, xv), ones);
           for (int i = 0; i < R; ++i) {
             __m256i d;
             if constexpr (Q4) {
@@ -183,28 +225,10 @@ struct QuantTile : QuantMat {
 // scales of each (row, token) come from one vector op chain (sc[8] widened, * d, * x_scale[8]),
 // and the min term (dmin * m[8]) * x_sum[8] is subtracted from the same accumulator with one fnmadd
 // (lane k: group k's min; lanes of groups a short super-block lacks add 0).
-// Q5K is the same walk with q = nibble | 16 * fifth bit (unpack_q5k_high) in [0, 31]: pair sums
+// Q5K is the same walk with q = nibble | 16 * fifth bit (unpack_q5) in [0, 31]: pair sums
 // 31 * 127 * 2 < 2^15, still exact. Decode ops per group and row: Q4K 6 (vpsrlvq, vpand, then
 // vpmaddubsw, vpmaddwd, vcvtdq2ps, vfmadd), Q5K 9 (vpand, vpsignb, vpor more; and a broadcast
 // load of the 4 bytes).
-
-// Q5K: the fifth bits of a group's values as bytes 16 * bit in value order, from its 4 bytes at
-// p (bit k of byte j: value 4k + j's). A dword broadcast gives byte lane v byte v % 4, the one
-// holding value v's bit, and dword k (values 4k..4k+3) keeps its bytes' bit k: each byte is 0 or
-// 2^k. vpsignb(16, that) then gives 16 where it is not 0 (dword 7's 2^7 is a negative byte: its
-// sixteens are -16, negated). Two ops before the merge, where aligning the bit by shifts takes
-// three (vpsrlvd by k, vpslld 4, vpand 0x10).
-inline __m256i unpack_q5k_high(const uint8_t* p) {
-  int32_t bits;
-  memcpy(&bits, p, sizeof bits);
-  const __m256i bit_k = _mm256_setr_epi32(0x01010101, 0x02020202, 0x04040404, 0x08080808,
-                                          0x10101010, 0x20202020, 0x40404040,
-                                          static_cast<int>(0x80808080u));
-  const __m256i sixteen = _mm256_setr_epi32(0x10101010, 0x10101010, 0x10101010, 0x10101010,
-                                            0x10101010, 0x10101010, 0x10101010,
-                                            static_cast<int>(0xf0f0f0f0u));  // -16: see above
-  return _mm256_sign_epi8(sixteen, _mm256_and_si256(_mm256_set1_epi32(bits), bit_k));
-}
 
 // `nb` (1..8) floats, zero past nb (never read).
 inline __m256 load_f32_upto8(const float* p, uint32_t nb) {
@@ -244,7 +268,7 @@ struct Q4kTile : Q4kMat {
             _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
             acc[i][j] = _mm256_fnmadd_ps(ml, xm[j], acc[i][j]);
           }
-          if constexpr (kFive) q5k_prefetch_high(Hr + i * hi_row_bytes, s);
+          if constexpr (kFive) prefetch_fifth_bits(Hr + i * hi_row_bytes, s);
         }
       }
       for (uint32_t k = 0; k < nb; ++k) {
@@ -253,10 +277,10 @@ struct Q4kTile : Q4kMat {
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = Wr + i * w_row_bytes + g * (kQuantGroup / 2);
           if (k % 4 == 0) prefetch(p + kPrefetchBytes);  // once per 64-byte line
-          u[i] = unpack_nibbles(p);
           if constexpr (kFive) {
-            const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 8);
-            u[i] = _mm256_or_si256(u[i], unpack_q5k_high(h));
+            u[i] = unpack_q5(p, Hr + i * hi_row_bytes + g * (kQuantGroup / 8));
+          } else {
+            u[i] = unpack_nibbles(p);
           }
         }
         for (int j = 0; j < T; ++j) {
@@ -364,6 +388,8 @@ RINGLM_FLOAT_MATMUL(matmul_f32_avx2, 4, 4, 2, FloatMat<false>)
 RINGLM_FLOAT_MATMUL(matmul_f16_avx2, 4, 4, 2, FloatMat<true>)
 RINGLM_QUANT_MATMUL(matmul_q8_avx2, 4, 2, 4, QuantTile<false>)
 RINGLM_QUANT_MATMUL(matmul_q4_avx2, 4, 2, 4, QuantTile<true>)
+// As Q4 (the same tile, the fifth bits or'd in).
+RINGLM_QUANT_MATMUL(matmul_q5_avx2, 4, 2, 4, QuantTile<true, true>)
 
 // Decode 4 rows x 1 token as Q4; prefill 4 rows x 2 tokens: each row tile reads every token's
 // activations (from L2 at 128 tokens), so 4-row tiles read them half as often as 2 x 4 (SmolLM2

@@ -9,13 +9,15 @@
 // accumulator at its negation (computed once per token and shared by all rows of the tile):
 //   Q8: u = w + 128 (w xor 0x80), sum(u x) - 128 sum(x) = sum(w x), exact for every int8 w, x
 //   Q4: u = v + 8 (nibble xor 8),  sum(u x) -   8 sum(x) = sum(v x)
-// Q4 (and Q8 rows too wide for GroupedQ8's stack buffer): the int32 lanes are converted and
-// scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale); decode 4 rows x 1 token (Q8: one row at a
-// time, q8_decode_rows), prefill 4 rows x 4 tokens.
+//   Q5: u = q (nibble | 16 * fifth bit, unsigned already), sum(q x) - 16 sum(x) = sum((q - 16) x)
+// Q4 / Q5 (and Q8 rows too wide for GroupedQ8's stack buffer): the int32 lanes are converted and
+// scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale); decode 8 rows x 1 token (Q8: one row at a
+// time, q8_decode_rows, or 4 rows past its stack buffer), prefill 4 rows x 4 tokens.
 // Q8 prefill of 16+ tokens: GroupedQ8 (below) finishes each group's integer sum in its own lane
 // before converting, 2 rows x up to 8 tokens.
 // Q4K: Q4Quad's walk over unsigned nibbles (no offset), with per-super-block scales (Q4kQuad).
-// Q5K: Q4K's walk with each group's fifth bits merged into its nibbles as 16 (Q4kQuad<true>).
+// Q5K: Q4K's walk with each group's fifth bits merged into its nibbles as 16 (Q4kQuad<true>);
+// Q5: Q4's walk with them (Q4Quad<true>).
 // Q6K: Q4kQuad's walk over the 6-bit values, offset 32 removed per token as Q4's 8, the two
 // sub-block scales of a group applied in integers (Q6kQuad).
 #include "isa.h"
@@ -118,19 +120,60 @@ struct VnniQ8 : QuantMat {
 };
 
 
-// Q4, four groups per step: 64 packed bytes hold groups g..g+3; their low nibbles are values
+// Q5 / Q5K: q = nibble | 16 * fifth bit in [0, 31] of four groups, values 0..15 into *qlo and
+// 16..31 into *qhi (as the nibbles' 64 bytes b hold them), from the groups' 16 fifth-bit bytes at h
+// (4 a group, bit k of byte j: value 4k + j's; only the first ng groups' read). They go as:
+//   vpermd: group L's 4 bytes into every dword of 128-bit lane L (the lane of its nibble bytes;
+//      byte j of dword k then holds the bits of values 4k + j and 16 + 4k + j, qlo's and qhi's
+//      byte 4k + j).
+//   vpand: dword k keeps bits k and k + 4 of its bytes; vprolvd by 4 - k: the qlo bit (k) to bit
+//      4 of its byte, the qhi bit (k + 4) to bit 0 of the next byte (byte 3's: of byte 0).
+//   qlo = vpternlogd: the low nibbles, that bit 4 above them (the rest of bits 4-7 is zero).
+//   qhi = vprord 4 of vpternlogd(the high nibbles, bit 0 below them): each byte takes its own high
+//      nibble down and the next byte's bit 0 to bit 4, which is its qhi bit (byte 3: byte 0's, the
+//      dword rotating) - the rotate replacing the nibbles' vpsrlw.
+// 6 vector ops (and a register copy: vpternlogd overwrites its first input), where the plain
+// nibbles take 3.
+inline void merge_fifth_bits(__m512i b, const uint8_t* h, uint32_t ng, __m512i* qlo,
+                             __m512i* qhi) {
+  const __m512i nib = _mm512_set1_epi8(0x0f);
+  const __m512i quad_of_lane = _mm512_srli_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+  // dword k of every lane keeps bits k, k + 4 of its bytes, rotated by 4 - k
+  const __m512i keep = _mm512_set4_epi32(static_cast<int>(0x88888888u), 0x44444444, 0x22222222,
+                                         0x11111111);
+  const __m512i rot = _mm512_set4_epi32(1, 2, 3, 4);
+  const __mmask16 hmask = static_cast<__mmask16>((1u << (4 * ng)) - 1);
+  const __m128i hv = ng == 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(h))
+                             : _mm_maskz_loadu_epi8(hmask, h);
+  const __m512i hb = _mm512_rolv_epi32(
+      _mm512_and_si512(_mm512_permutexvar_epi32(quad_of_lane, _mm512_castsi128_si512(hv)), keep),
+      rot);
+  *qlo = _mm512_ternarylogic_epi32(b, hb, nib, 0xe4);  // (b & nib) | (hb & ~nib)
+  *qhi = _mm512_ror_epi32(_mm512_ternarylogic_epi32(b, hb, nib, 0xd8), 4);  // b & ~nib | hb & nib
+}
+
+// Q4 / Q5, four groups per step: 64 packed bytes hold groups g..g+3; their low nibbles are values
 // 0..15 and their high nibbles values 16..31 of each group, so with the activations regrouped
 // once per token (xlo = x[0..15] of the four groups, xhi = x[16..31]; shared by every row) a
 // row's four groups cost one load, three logic ops and two vpdpbusd, and int32 lanes 4k..4k+3
-// belong to group g+k.
+// belong to group g+k. Decode per row and four groups: 3 + 5 ops (2 vpdpbusd, the scales'
+// vpermps, vcvtdq2ps, vfmadd), 2 a group.
+// kFive: Q5, the fifth bits of HI merged into the nibbles (merge_fifth_bits: 6 ops for the 3, 2.75
+// a group in decode) and offset 16 for 8 (31 * 127 fits vpdpbusd's products as 15 * 127 does);
+// else Q4 (HI null, unread).
+template <bool kFive>
 struct Q4Quad : QuantMat {
   static constexpr bool kQ4 = true;
-  static constexpr bool kShapeInvariant = true;  // per-element fma order; store_tile512
+  // Per-element fma order; store_tile512 (the fifth bits and the offset only change the
+  // integers, exact either way).
+  static constexpr bool kShapeInvariant = true;
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
-    const __m512i eights = _mm512_set1_epi8(8);
+    const uint8_t* Hr = kFive ? HI + r * hi_row_bytes : nullptr;  // Q5: row r's fifth bits
+    const __m512i offset = _mm512_set1_epi8(kFive ? 16 : 8);  // Q4 / Q5: the unsigned offset
     const __m512i nib = _mm512_set1_epi8(0x0f);
     const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
     const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
@@ -139,6 +182,11 @@ struct Q4Quad : QuantMat {
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
       block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+      if constexpr (kFive) {
+        // A block's 8 groups of fifth bits are a Q5K super-block's: its prefetch, out of the
+        // quad loop as there.
+        for (int i = 0; i < R; ++i) prefetch_fifth_bits(Hr + i * hi_row_bytes, gb / 8);
+      }
       for (uint32_t q = 0; 4 * q < nb; ++q) {
         const size_t g = gb + 4 * q;
         const uint32_t ng = nb - 4 * q < 4 ? nb - 4 * q : 4;  // groups in this quad
@@ -153,8 +201,13 @@ struct Q4Quad : QuantMat {
           const uint8_t* p = Wr + i * w_row_bytes + g * 16;
           prefetch(p + kPrefetchBytes);
           const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
-          ulo[i] = _mm512_ternarylogic_epi32(b, nib, eights, 0x6a);  // (b & 0x0f) ^ 8
-          uhi[i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(b, 4), nib, eights, 0x6a);
+          if constexpr (kFive) {
+            const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 8);
+            merge_fifth_bits(b, h, ng, &ulo[i], &uhi[i]);
+          } else {
+            ulo[i] = _mm512_ternarylogic_epi32(b, nib, offset, 0x6a);  // (b & 0x0f) ^ 8
+            uhi[i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(b, 4), nib, offset, 0x6a);
+          }
         }
         for (int j = 0; j < T; ++j) {
           const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
@@ -165,7 +218,8 @@ struct Q4Quad : QuantMat {
           const __m512i xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
           const __m512i neg = _mm512_sub_epi32(
               _mm512_setzero_si512(),
-              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, xlo), eights, xhi));
+              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xlo), offset,
+                                  xhi));
           for (int i = 0; i < R; ++i) {
             const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, ulo[i], xlo), uhi[i], xhi);
             const __m512 s = _mm512_permutexvar_ps(sidx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][j])));
@@ -571,7 +625,9 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
   drive<4, 4, 4>(m, n, r0, r1);
 }
 
-RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad)
+RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad<false>)
+// As Q4 (the same tile, the fifth bits merged in).
+RINGLM_QUANT_MATMUL(matmul_q5_avx512, 8, 4, 4, Q4Quad<true>)
 
 namespace {
 
@@ -581,20 +637,10 @@ namespace {
 // of each (row, token) come from one vector op chain, and the min term (dmin * m[8]) * x_sum[8] is
 // subtracted from the accumulator's lower 8 lanes with one fnmadd (lanes of groups a short
 // super-block lacks add 0).
-// Q5K: q = nibble | 16 * fifth bit in [0, 31] (vpdpbusd's products 31 * 127 fit as 15 * 127 do).
-// The four groups' 16 fifth-bit bytes (4 a group, bit k of byte j: value 4k + j's) go as:
-//   vpermd: group L's 4 bytes into every dword of 128-bit lane L (the lane of its nibble bytes;
-//      byte j of dword k then holds the bits of values 4k + j and 16 + 4k + j, qlo's and qhi's
-//      byte 4k + j).
-//   vpand: dword k keeps bits k and k + 4 of its bytes; vprolvd by 4 - k: the qlo bit (k) to bit
-//      4 of its byte, the qhi bit (k + 4) to bit 0 of the next byte (byte 3's: of byte 0).
-//   qlo = vpternlogd: the low nibbles, that bit 4 above them (the rest of bits 4-7 is zero).
-//   qhi = vprord 4 of vpternlogd(the high nibbles, bit 0 below them): each byte takes its own high
-//      nibble down and the next byte's bit 0 to bit 4, which is its qhi bit (byte 3: byte 0's, the
-//      dword rotating) - the rotate replacing Q4K's vpsrlw.
-// Per row and four groups: 6 vector ops to unpack (and a register copy: vpternlogd overwrites its
-// first input) against Q4K's 3 (vpand, vpsrlw, vpand), then 5 per token either way (2 vpdpbusd,
-// the scales' vpermps, vcvtdq2ps, vfmadd): in decode 2.75 ops a group and row against 2.
+// Q5K: q = nibble | 16 * fifth bit in [0, 31] (merge_fifth_bits; vpdpbusd's products 31 * 127
+// fit as 15 * 127 do). Per row and four groups: 6 vector ops to unpack against Q4K's 3 (vpand,
+// vpsrlw, vpand), then 5 per token either way (2 vpdpbusd, the scales' vpermps, vcvtdq2ps,
+// vfmadd): in decode 2.75 ops a group and row against 2.
 
 // kFive: Q5K (the fifth-bit plane merged into every group's nibbles); else Q4K (Hr null, unread).
 template <bool kFive>
@@ -612,10 +658,6 @@ struct Q4kQuad : Q4kMat {
     const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
     const __m512i quad_of_lane = _mm512_srli_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
-    // Q5K (see above): dword k of every lane keeps bits k, k + 4 of its bytes, rotated by 4 - k.
-    const __m512i fifth_keep = _mm512_set4_epi32(static_cast<int>(0x88888888u), 0x44444444,
-                                                 0x22222222, 0x11111111);
-    const __m512i fifth_rot = _mm512_set4_epi32(1, 2, 3, 4);
     __m512 acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -637,14 +679,13 @@ struct Q4kQuad : Q4kMat {
             _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
             acc[i][j] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(ml), _mm512_zextps256_ps512(xm[j]), acc[i][j]);
           }
-          if constexpr (kFive) q5k_prefetch_high(Hr + i * hi_row_bytes, s);
+          if constexpr (kFive) prefetch_fifth_bits(Hr + i * hi_row_bytes, s);
         }
       }
       for (uint32_t q = 0; 4 * q < nb; ++q) {
         const size_t g = gb + 4 * q;
         const uint32_t ng = nb - 4 * q < 4 ? nb - 4 * q : 4;  // groups in this quad
         const __mmask64 wmask = ng == 4 ? ~0ull : (1ull << (16 * ng)) - 1;
-        const __mmask16 hmask = static_cast<__mmask16>((1u << (4 * ng)) - 1);
         const __mmask64 xmask_a = ng >= 2 ? ~0ull : (1ull << (32 * ng)) - 1;
         const __mmask64 xmask_b = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
         const __m512i sidx = _mm512_add_epi32(quad_of_lane, _mm512_set1_epi32(static_cast<int>(4 * q)));
@@ -655,15 +696,7 @@ struct Q4kQuad : Q4kMat {
           const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
           if constexpr (kFive) {
             const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 8);
-            const __m128i hv = ng == 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(h))
-                                       : _mm_maskz_loadu_epi8(hmask, h);
-            const __m512i hb = _mm512_rolv_epi32(
-                _mm512_and_si512(_mm512_permutexvar_epi32(quad_of_lane, _mm512_castsi128_si512(hv)),
-                                 fifth_keep),
-                fifth_rot);
-            qlo[i] = _mm512_ternarylogic_epi32(b, hb, nib, 0xe4);  // (b & nib) | (hb & ~nib)
-            const __m512i hi_down = _mm512_ternarylogic_epi32(b, hb, nib, 0xd8);  // b & ~nib | hb & nib
-            qhi[i] = _mm512_ror_epi32(hi_down, 4);
+            merge_fifth_bits(b, h, ng, &qlo[i], &qhi[i]);
           } else {
             qlo[i] = _mm512_and_si512(b, nib);
             qhi[i] = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
