@@ -97,6 +97,34 @@ TEST(Quant, Q4kSurvivesValuesNearFloatsLimit) {
   }
 }
 
+// q5 (GGUF Q5_0's rule: the largest magnitude maps to -16): error about half q4's, the padding
+// q = 16 (value 0), and NaN / near-float-limit rows stay defined (UBSan checks the casts).
+TEST(Quant, Q5RowErrorIsHalfQ4sAndPaddingIsZero) {
+  for (size_t cols : {32u, 172u, 576u}) {
+    const std::vector<float> x = random_vec(cols, static_cast<uint32_t>(cols) + 9);
+    const size_t cp = padded_cols(cols);
+    std::vector<uint8_t> qs(cp / 2), high(cp / 8), qs4(cp / 2);
+    std::vector<uint16_t> s(cp / 32), s4(cp / 32);
+    std::vector<float> back(cols), back4(cols);
+    quantize_row_q5(x.data(), cols, qs.data(), high.data(), s.data());
+    dequantize_row_q5(qs.data(), high.data(), s.data(), cols, back.data());
+    quantize_row_q4(x.data(), cols, qs4.data(), s4.data());
+    dequantize_row_q4(qs4.data(), s4.data(), cols, back4.data());
+    EXPECT_LT(rel_rmse(x, back), 0.08) << cols;
+    EXPECT_LT(rel_rmse(x, back), 0.6 * rel_rmse(x, back4)) << cols;
+    for (size_t c = cols; c < cp; ++c)
+      EXPECT_EQ(q5k_level(qs.data() + (c / 32) * 16, high.data() + (c / 32) * 4, c % 32), 16) << c;
+  }
+  for (std::vector<float> x : extreme_rows()) {
+    x[5] = NAN;
+    const size_t cp = padded_cols(x.size());
+    std::vector<uint8_t> qs(cp / 2), high(cp / 8);
+    std::vector<uint16_t> s(cp / 32);
+    quantize_row_q5(x.data(), x.size(), qs.data(), high.data(), s.data());
+    EXPECT_EQ(q5k_level(qs.data(), high.data(), 5), 16);  // NaN quantizes as 0
+  }
+}
+
 // One row of q5k: its planes (schema/model.fbs) and the values they decode to.
 struct Q5kRow {
   std::vector<uint8_t> qs, high, subs;
