@@ -25,11 +25,11 @@ namespace {
 RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, avx512, avx512)
 RINGLM_KERNEL_TABLE(avx2, avx2, avx2, avx2, avx2, avx2, avx2)
 #elif defined(RINGLM_KERNELS_A64)
-RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, i8mm, i8mm, i8mm, ref)
-RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, dotprod, dotprod, dotprod, ref)
-RINGLM_KERNEL_TABLE(neon, neon, neon, neon, neon, neon, ref)
+RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, i8mm, i8mm, i8mm, i8mm)
+RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, dotprod, dotprod, dotprod, dotprod)
+RINGLM_KERNEL_TABLE(neon, neon, neon, neon, neon, neon, neon)
 #elif defined(RINGLM_KERNELS_ARMV7)
-RINGLM_KERNEL_TABLE(armv7, armv7, armv7, armv7, armv7, armv7, ref)
+RINGLM_KERNEL_TABLE(armv7, armv7, armv7, armv7, armv7, armv7, armv7)
 #endif
 #undef RINGLM_KERNEL_TABLE
 

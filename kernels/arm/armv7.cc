@@ -7,9 +7,9 @@
 // the reference by denormal amounts only.
 //
 // Q8/Q4 dot products: vmull.s8 / vmlal.s8 (two products per int16 lane, |w| <= 128, |x| <= 127)
-// and vpadal.s16 into int32: exact per 32-group (Q4K's and Q5K's unsigned q, at most 31, too:
-// arm/neon.inc). Tiles: 4 rows x 1 token (decode; Q4K, Q5K and Q6K 2 x 1), 2 x 2 (prefill; 16 q
-// registers).
+// and vpadal.s16 into int32: exact per 32-group (Q5's q - 16 in [-16, 15], Q4K's and Q5K's
+// unsigned q, at most 31, too: arm/neon.inc). Tiles: 4 rows x 1 token (decode; Q4K, Q5K and Q6K
+// 2 x 1), 2 x 2 (prefill; 16 q registers).
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_ARMV7)

@@ -123,6 +123,8 @@ struct Q6kSdot {
 
 RINGLM_QUANT_MATMUL(matmul_q8_dotprod, 4, 4, 4, QuantTile<false, Sdot>)
 RINGLM_QUANT_MATMUL(matmul_q4_dotprod, 4, 4, 4, QuantTile<true, Sdot>)
+// Q5: Q4's tiles with the fifth bit (q - 16 in [-16, 15]: sdot's int8 operands as they are).
+RINGLM_QUANT_MATMUL(matmul_q5_dotprod, 4, 4, 4, QuantTile<true, Sdot, true>)
 
 void matmul_q4k_dotprod(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                         uint32_t r1) {

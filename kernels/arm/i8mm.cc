@@ -33,7 +33,8 @@ inline void pair_blocks(int8x16_t u0, int8x16_t u1, int8x16_t v0, int8x16_t v1, 
   m[3] = vreinterpretq_s8_s64(vzip2q_s64(a1, b1));
 }
 
-template <bool Q4>
+// Q8, Q4, or Q5 (Q4 and kFive: load_group's q - 16, as arm/neon.inc's QuantTile).
+template <bool Q4, bool kFive = false>
 struct MmlaMat : QuantMat {
   static constexpr bool kQ4 = Q4;
   static constexpr bool kShapeInvariant = false;  // never used for exact rows (dotprod is)
@@ -43,6 +44,7 @@ struct MmlaMat : QuantMat {
   void tile(uint32_t r, uint32_t t) const {
     constexpr int RP = (R + 1) / 2;  // row pairs
     const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
+    const uint8_t* Hr = kFive ? HI + r * hi_row_bytes : nullptr;  // Q5 only
     const int r_hi = R > 1 ? 1 : 0;  // second row of a pair (itself when R == 1)
     const int t_hi = T > 1 ? 1 : 0;
     float32x4_t acc[RP];
@@ -85,8 +87,10 @@ struct MmlaMat : QuantMat {
         for (int p = 0; p < RP; ++p) {
           const int i1 = 2 * p + r_hi < R ? 2 * p + r_hi : 2 * p;
           int8x16_t u0, u1, v0, v1, wm[4];
-          load_group<Q4>(Wr + (2 * p) * w_row_bytes, g, &u0, &u1);
-          load_group<Q4>(Wr + i1 * w_row_bytes, g, &v0, &v1);
+          load_group<Q4, kFive>(Wr + (2 * p) * w_row_bytes, g, &u0, &u1,
+                                kFive ? Hr + (2 * p) * hi_row_bytes : nullptr);
+          load_group<Q4, kFive>(Wr + i1 * w_row_bytes, g, &v0, &v1,
+                                kFive ? Hr + i1 * hi_row_bytes : nullptr);
           pair_blocks(u0, u1, v0, v1, wm);
           int32x4_t d = vmmlaq_s32(vdupq_n_s32(0), wm[0], xm[0]);
           d = vmmlaq_s32(d, wm[1], xm[1]);
@@ -123,6 +127,13 @@ void matmul_q4_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* 
                     uint32_t r1) {
   if (n == 1 || (n & kMatmulExactRows)) return matmul_q4_dotprod(w, x, n, y, r0, r1);
   quant_matmul<4, 4, 2, MmlaMat<true>>(w, x, n, y, r0, r1);
+}
+
+// Q5: Q4's tiles with the fifth bit (load_group's q - 16 in [-16, 15]: smmla's int8 operands).
+void matmul_q5_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  if (n == 1 || (n & kMatmulExactRows)) return matmul_q5_dotprod(w, x, n, y, r0, r1);
+  quant_matmul<4, 4, 2, MmlaMat<true, true>>(w, x, n, y, r0, r1);
 }
 
 // Q4K: the dotprod kernel for every n.
