@@ -939,7 +939,7 @@ TEST(BenchCli, HelpAndUsageErrors) {
   EXPECT_EQ(ringlm_test::run_command(b + " bench -m x --synthetic smollm2-135m 2>/dev/null", &out),
             2);
   EXPECT_EQ(ringlm_test::run_command(b + " bench -m x.rlm --quant q4 2>/dev/null", &out), 2);
-  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic smollm2-135m --quant q5 2>/dev/null",
+  EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic smollm2-135m --quant q3 2>/dev/null",
                                      &out),
             2);
   EXPECT_EQ(ringlm_test::run_command(b + " bench --synthetic smollm2-135m -t 0 2>/dev/null", &out),
