@@ -166,6 +166,26 @@ TEST(Quant, Q5kSurvivesValuesNearFloatsLimit) {
   }
 }
 
+// y(n, rows) against the float64 products of the dequantized weights wd(rows, cols) and the
+// quantized activations (xq, xs; row stride padded_cols(cols)), within 1e-5 of each sum's
+// magnitude.
+static void expect_matches_double_oracle(const std::vector<float>& y, const std::vector<float>& wd,
+                                         const std::vector<int8_t>& xq, const std::vector<float>& xs,
+                                         uint32_t rows, uint32_t cols, uint32_t n) {
+  const uint32_t cp = static_cast<uint32_t>(padded_cols(cols));
+  for (uint32_t t = 0; t < n; ++t) {
+    for (uint32_t r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (uint32_t c = 0; c < cols; ++c) {
+        const double xv = xq[t * cp + c] * static_cast<double>(xs[t * cp / 32 + c / 32]);
+        ref += wd[r * cols + c] * xv;
+        mag += fabs(wd[r * cols + c] * xv);
+      }
+      EXPECT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-30) << cols << " " << t << " " << r;
+    }
+  }
+}
+
 // The reference Q5K matmul against a double oracle over the dequantized values and activations.
 TEST(KernelsRef, Q5kMatmulMatchesDoubleOracle) {
   const KernelTable* k = kernels_ref();
@@ -206,17 +226,7 @@ TEST(KernelsRef, Q5kMatmulMatchesDoubleOracle) {
     v.subs = subs.data();
     std::vector<float> y(size_t{n} * rows, -1.0f);
     k->matmul_q5k(v, QuantActs{xq.data(), xs.data(), cp, sums.data()}, n, y.data(), 0, rows);
-    for (uint32_t t = 0; t < n; ++t) {
-      for (uint32_t r = 0; r < rows; ++r) {
-        double ref = 0, mag = 0;
-        for (uint32_t c = 0; c < cols; ++c) {
-          const double xv = xq[t * cp + c] * static_cast<double>(xs[t * cp / 32 + c / 32]);
-          ref += wd[r * cols + c] * xv;
-          mag += fabs(wd[r * cols + c] * xv);
-        }
-        EXPECT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-30) << cols << " " << t << " " << r;
-      }
-    }
+    expect_matches_double_oracle(y, wd, xq, xs, rows, cols, n);
   }
 }
 
@@ -301,17 +311,7 @@ TEST(KernelsRef, Q6kMatmulMatchesDoubleOracle) {
     v.subs = reinterpret_cast<const uint8_t*>(sc.data());
     std::vector<float> y(size_t{n} * rows, -1.0f);
     k->matmul_q6k(v, QuantActs{xq.data(), xs.data(), cp}, n, y.data(), 0, rows);
-    for (uint32_t t = 0; t < n; ++t) {
-      for (uint32_t r = 0; r < rows; ++r) {
-        double ref = 0, mag = 0;
-        for (uint32_t c = 0; c < cols; ++c) {
-          const double xv = xq[t * cp + c] * static_cast<double>(xs[t * cp / 32 + c / 32]);
-          ref += wd[r * cols + c] * xv;
-          mag += fabs(wd[r * cols + c] * xv);
-        }
-        EXPECT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-30) << cols << " " << t << " " << r;
-      }
-    }
+    expect_matches_double_oracle(y, wd, xq, xs, rows, cols, n);
   }
 }
 
