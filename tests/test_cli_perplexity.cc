@@ -223,17 +223,21 @@ TEST(CliPerplexityShared, KvQ8WithinOnePercentOfF32Kv) {
   double ppl[3];
   const char* kv[3] = {"f32", "f16", "q8"};
   for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(run_command(ringlm_bin() + " perplexity -m " + dir + "/ts.rlm -f " + text +
-                              " -c 256 --kv " + kv[i] + (light() ? " --chunks 4" : "") + " 2>&1",
+    // Lighter runs (qemu, sanitizers): 4 chunks; under qemu, where the f16 weights' every
+    // conversion is emulated, of 128 tokens (measured on x86 there: q8 KV -0.2 %, f16 +0.0005 %).
+    ASSERT_EQ(run_command(ringlm_bin() + " perplexity -m " + dir + "/ts.rlm -f " + text + " -c " +
+                              (emulated() ? "128" : "256") + " --kv " + kv[i] +
+                              (light() ? " --chunks 4" : "") + " 2>&1",
                           &out),
               0)
         << out;
     ppl[i] = final_ppl(out);
     ASSERT_TRUE(std::isfinite(ppl[i])) << out;
   }
-  printf("[perplexity] TinyStories-656K f16, ppl-stories.txt, ctx 256: KV f32 %.4f, f16 %.4f "
+  printf("[perplexity] TinyStories-656K f16, ppl-stories.txt, ctx %d: KV f32 %.4f, f16 %.4f "
          "(%+.4f %%), q8 %.4f (%+.4f %%)\n",
-         ppl[0], ppl[1], 100.0 * (ppl[1] / ppl[0] - 1.0), ppl[2], 100.0 * (ppl[2] / ppl[0] - 1.0));
+         emulated() ? 128 : 256, ppl[0], ppl[1], 100.0 * (ppl[1] / ppl[0] - 1.0), ppl[2],
+         100.0 * (ppl[2] / ppl[0] - 1.0));
   EXPECT_NEAR(ppl[1], ppl[0], 0.001 * ppl[0]);
   EXPECT_NEAR(ppl[2], ppl[0], 0.01 * ppl[0]);
   EXPECT_NE(ppl[2], ppl[0]) << "q8 KV should round (else the option did nothing)";

@@ -93,8 +93,7 @@ uint32_t budget(uint32_t normal) {
   return normal / 4;
 #else
   // Under qemu-user (cross builds) every token costs ~20x: keep the suites inside CI's budget.
-  const bool emulated = ringlm_test::ringlm_bin() != ringlm_test::ringlm_bin_path();
-  return emulated ? normal / 5 : normal;
+  return emulated() ? normal / 5 : normal;
 #endif
 }
 
@@ -186,7 +185,9 @@ TEST(Determinism, SameTokensForOneTwoThreeThreads) {
   OpenedModel st;
   if (!stories(DType::F32, &st)) GTEST_SKIP() << "../shared stories260K absent";
   Options o;
-  o.n_tokens = 400;  // attention over > 256 positions is split by head (kept under sanitizers)
+  // Attention over > 256 positions is split by head: 400 tokens (kept under the sanitizers), 280
+  // under qemu (still past 256).
+  o.n_tokens = emulated() ? 280 : 400;
   o.temperature = 0.9f;
   o.seed = 11;
   const Generated one = generate(&st.model, o);
@@ -226,7 +227,10 @@ TEST(Determinism, SampledAgreementAcrossKernelTablesIsMeasured) {
     const bool real = stories(q, &md);
     if (!real) wide_random(q, &md);
     const std::vector<const char*> kernels = runnable_kernels(&md.model);
-    for (uint64_t seed : {1ull, 2ull, 3ull}) {
+    // One seed under qemu (the tables' agreement is printed, not asserted: the runs there check
+    // that each ARM table repeats itself and runs, which one seed does).
+    const int n_seeds = emulated() ? 1 : 3;
+    for (uint64_t seed = 1; seed <= static_cast<uint64_t>(n_seeds); ++seed) {
       Options o;
       o.seed = seed;
       o.n_tokens = budget(500);

@@ -415,8 +415,11 @@ TEST_P(FamilyTest, GreedyRunMatchesFloat64Reference) {
            f.name, src, c.max_abs, c.max_rel, ids_equal, kSteps, distinct.size());
   }
   // f16 / q8 from both sources, teacher-forced on the f32 run's tokens: finite, same first token
-  // as the reference (measured deviations printed, not asserted).
+  // as the reference (measured deviations printed, not asserted). Under qemu from HF only: the
+  // GGUF reader is host logic the f32 run above and the host suites check, and the f16 / q8
+  // kernels are the same for both sources.
   for (const char* src : {"HF", "GGUF"}) {
+    if (ringlm_test::emulated() && std::string(src) == "GGUF") continue;
     for (fb::DType q : {fb::DType::F16, fb::DType::Q8}) {
       SCOPED_TRACE(std::string(src) + " " + conv::dtype_name(q));
       const std::string source = std::string(src) == "HF" ? w.hf_dir : w.gguf_path;

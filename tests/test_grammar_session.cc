@@ -150,7 +150,7 @@ TEST(GrammarSession, SchemasGiveValidJsonFromNoise) {
                            "strings_escapes_unicode.json", "tuple_and_nullable.json",
                            "recursive_ref.json", "pattern_format.json"};
   // The bar: 500 generations per schema (fewer where every step is emulated or checked).
-  const int runs = emulated() ? 8 : sanitized() ? 20 : 500;
+  const int runs = emulated() ? 4 : sanitized() ? 20 : 500;
   for (const char* name : schemas) {
     SCOPED_TRACE(name);
     CompiledGrammar g(&m.model, schema_gbnf(name));
