@@ -54,7 +54,7 @@ struct ConvertStats {
   uint32_t n_tensors = 0;
   uint32_t n_quantized = 0;   // tensors stored lossy (f16/q8/q4) from a different source type
   uint32_t n_raw_copied = 0;  // tensors copied without re-quantization (GGUF Q8_0/Q4_0, and
-                              // Q5_0 / IQ4_NL repacked into q8)
+                              // the other exact repacks: Q5_0 / Q4_1 / Q5_1 / IQ4_NL / K-quants)
   // What happened to the tensors, counted by (source type, target, how): one entry per
   // distinct triple in first-seen order, e.g. {"Q5_0", "q8", "exact repack", 12}. "how" is
   // "exact copy" / "exact repack" (raw blocks), "exact" (a re-encoding that lost nothing) or
@@ -83,10 +83,11 @@ bool convert_to_file(const ConvertOptions& opts, const std::string& out_path, st
 bool write_model_file(const ModelData& model, const ConvertOptions& opts,
                       const std::string& out_path, std::string* err, ConvertStats* stats);
 
-// Name used in messages and logs: "f32", "f16", "q8", "q4", "q4k", "q6k".
+// Name used in messages and logs: "f32", "f16", "q8", "q4", "q5", "q4_1", "q5_1", "q4k", "q5k",
+// "q6k".
 const char* dtype_name(fb::DType t);
-// Parses "f32" / "f16" / "q8" / "q4" / "q5" / "q4k" / "q5k" / "q6k" (also "q8_0", "q4_0",
-// "q5_0", "q4_k", "q5_k", "q6_k");
+// Parses "f32" / "f16" / "q8" / "q4" / "q5" / "q4_1" / "q5_1" / "q4k" / "q5k" / "q6k" (also
+// "q8_0", "q4_0", "q5_0", "q4_k", "q5_k", "q6_k");
 // false if unknown.
 bool parse_dtype(const std::string& s, fb::DType* out);
 

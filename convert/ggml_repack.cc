@@ -14,6 +14,8 @@ bool ggml_exact_repack_target(uint32_t type, fb::DType* out) {
   switch (type) {
     case kGgmlQ8_0: case kGgmlIQ4_NL: *out = fb::DType::Q8; return true;
     case kGgmlQ5_0: *out = fb::DType::Q5; return true;
+    case kGgmlQ4_1: *out = fb::DType::Q4_1; return true;
+    case kGgmlQ5_1: *out = fb::DType::Q5_1; return true;
     case kGgmlQ4_0: *out = fb::DType::Q4; return true;
     case kGgmlQ4_K: *out = fb::DType::Q4K; return true;
     case kGgmlQ5_K: *out = fb::DType::Q5K; return true;
@@ -113,20 +115,24 @@ void ggml_repack_to(uint32_t type, fb::DType target, const uint8_t* src, uint64_
   if (type == kGgmlQ4_K) return repack_q45_k<false>(src, rows, cols, out);
   if (type == kGgmlQ5_K) return repack_q45_k<true>(src, rows, cols, out);
   if (type == kGgmlQ6_K || type == kGgmlQ3_K) return repack_symmetric_k(type, src, rows, cols, out);
-  const WeightType wt = target == fb::DType::Q8   ? WeightType::Q8
-                        : target == fb::DType::Q5 ? WeightType::Q5
-                                                  : WeightType::Q4;
+  const WeightType wt = target == fb::DType::Q8     ? WeightType::Q8
+                        : target == fb::DType::Q5   ? WeightType::Q5
+                        : target == fb::DType::Q4_1 ? WeightType::Q4_1
+                        : target == fb::DType::Q5_1 ? WeightType::Q5_1
+                                                    : WeightType::Q4;
   out->assign(static_cast<size_t>(tensor_data_bytes(wt, rows, cols)), 0);
   uint32_t bv = 0, bb = 0;
   ggml_block_geometry(type, &bv, &bb);
   const uint64_t n_blocks = rows * cols / 32;
-  const uint64_t group_bytes = wt == WeightType::Q8 ? 32 : 16;  // Q5: its nibbles
+  const uint64_t group_bytes = wt == WeightType::Q8 ? 32 : 16;  // Q5, Q4_1, Q5_1: their nibbles
+  // Q4_1 / Q5_1: (d, m) per group, the block's first 4 bytes as they are; the others: d.
+  const uint64_t scale_bytes = wt == WeightType::Q4_1 || wt == WeightType::Q5_1 ? 4 : 2;
   uint8_t* qs = out->data();
-  uint8_t* high = out->data() + q5k_high_offset(rows, cols);  // Q5 only
+  uint8_t* high = out->data() + q5k_high_offset(rows, cols);  // Q5, Q5_1 only
   uint8_t* scales = out->data() + quant_scales_offset(wt, rows, cols);
   for (uint64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* blk = src + b * bb;
-    memcpy(scales + b * 2, blk, 2);  // every one of these types starts with its f16 d
+    memcpy(scales + b * scale_bytes, blk, scale_bytes);  // each of these types starts with d (, m)
     uint8_t* dst = qs + b * group_bytes;
     switch (type) {
       case kGgmlQ8_0:
@@ -136,13 +142,17 @@ void ggml_repack_to(uint32_t type, fb::DType target, const uint8_t* src, uint64_
         // Unsigned nibble u (value u - 8) -> two's-complement nibble (u - 8) & 15 == u ^ 8.
         for (int j = 0; j < 16; ++j) dst[j] = blk[2 + j] ^ 0x88;
         break;
-      case kGgmlQ5_0: {
-        // q5: the nibbles are ours as they are (unsigned, value j low / j + 16 high); the fifth
-        // bit of value j, bit j of the little-endian qh, goes to bit j / 4 of high byte j % 4.
-        // q8: each value's q - 16 as an int8.
-        const uint8_t* qh = blk + 2;
-        const uint8_t* q = blk + 6;
-        if (wt == WeightType::Q5) {
+      case kGgmlQ4_1:
+        memcpy(dst, blk + 4, 16);  // unsigned nibbles, value j low / j + 16 high: ours
+        break;
+      case kGgmlQ5_0:
+      case kGgmlQ5_1: {
+        // q5 / q5_1: the nibbles are ours as they are (unsigned, value j low / j + 16 high); the
+        // fifth bit of value j, bit j of the little-endian qh, goes to bit j / 4 of high byte
+        // j % 4. q8 (Q5_0 only): each value's q - 16 as an int8.
+        const uint8_t* qh = blk + (type == kGgmlQ5_1 ? 4 : 2);
+        const uint8_t* q = qh + 4;
+        if (wt == WeightType::Q5 || wt == WeightType::Q5_1) {
           memcpy(dst, q, 16);
           uint8_t* h = high + b * 4;
           for (int j = 0; j < 32; ++j) h[j % 4] = static_cast<uint8_t>(h[j % 4] | ((qh[j / 8] >> (j % 8)) & 1) << (j / 4));

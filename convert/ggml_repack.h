@@ -7,6 +7,8 @@
 //   Q4_0   -> q4: nibble u (value u - 8) becomes the two's-complement nibble u - 8.
 //   Q5_0   -> q5: the nibbles as they are, the fifth bits regrouped into their plane (or, for a
 //             q8 target, q8: the 5-bit quant q, value q - 16, becomes the int8 q - 16).
+//   Q4_1   -> q4_1: d, m and the nibbles as they are.
+//   Q5_1   -> q5_1: d, m and the nibbles as they are, the fifth bits regrouped into their plane.
 //   IQ4_NL -> q8: the nibble's level (an int8 in [-127, 113]) becomes the int8 quant.
 //   Q4_K   -> q4k: d, dmin, the 6-bit scales and mins unpacked to bytes, the nibbles regrouped
 //             (q4k is Q4_K's arithmetic in a layout for our kernels: schema/model.fbs).
@@ -14,10 +16,10 @@
 //   Q6_K   -> q6k: d and the int8 scales as they are, the 6-bit levels split into planes.
 //   Q3_K   -> q6k: the same, its 3-bit levels and 6-bit scales being a sub-range of Q6_K's.
 //
-// In each case ggml's value, float(int) * d (IQ4_NL: d * float(level)), is the same float32
-// product the runtime forms from the stored int8 / int4 and f16 scale, so the repacked tensor
-// holds bit-identical weights. Other types have asymmetric (d * q + m) or per-16 / per-256 scales
-// that q8 / q4 cannot hold without re-rounding.
+// In each case ggml's value, float(int) * d (IQ4_NL: d * float(level); Q4_1 / Q5_1: float(q) * d
+// + m, two roundings), is the same float32 arithmetic the runtime applies to the stored integers
+// and f16 scales, so the repacked tensor holds bit-identical weights. Other types (Q2_K, IQ4_XS)
+// have per-16 or 6-bit scales that no ringlm encoding holds without re-rounding.
 #ifndef RINGLM_CONVERT_GGML_REPACK_H_
 #define RINGLM_CONVERT_GGML_REPACK_H_
 
@@ -30,8 +32,8 @@
 namespace ringlm::internal {
 namespace conv {
 
-// The ringlm encoding a tensor of ggml `type` repacks into exactly (q8, q4, q5, q4k, q5k, q6k); false if
-// none.
+// The ringlm encoding a tensor of ggml `type` repacks into exactly (q8, q4, q5, q4_1, q5_1, q4k,
+// q5k, q6k); false if none.
 bool ggml_exact_repack_target(uint32_t type, fb::DType* out);
 
 // A second encoding `type` repacks into exactly, for a --quant target other than the first

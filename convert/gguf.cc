@@ -746,7 +746,8 @@ std::string unreadable_type_error(const std::string& path, const TensorInfo& ti)
 }
 
 // One GGUF tensor as a source tensor: its role, shape and loaders (float32, and for the types
-// ggml_repack.h maps exactly onto q8 / q4, the repacked blocks, stored without re-quantization).
+// ggml_repack.h maps exactly onto a ringlm encoding - q8, q4, q5, q4_1, q5_1, q4k, q5k, q6k -
+// the repacked blocks, stored without re-quantization).
 bool gguf_tensor(const Gguf& g, const std::string& path, const std::string& arch,
                  fb::Family family, const ModelData::Arch& a, const TensorInfo& ti,
                  TensorData* out, SourceRole* role, std::string* err) {

@@ -35,10 +35,10 @@ struct TokenizerData {
 
 // A source tensor. Exactly one of load_f32 / raw is used by the writer:
 //  - load_f32 fills `out` with rows * cols floats (row-major) in the source's values;
-//  - raw (raw_type Q8/Q4) is already in the file encoding, holding exactly the values load_f32
-//    gives, and is copied as-is when the target type equals raw_type (GGUF Q8_0 / Q4_0 blocks,
-//    and Q5_0 / IQ4_NL blocks repacked into q8, import without re-quantization); load_f32 must
-//    still be set for any other target.
+//  - raw (raw_type Q8/Q4/Q5/Q4_1/Q5_1/Q4K/Q5K/Q6K) is already in the file encoding, holding
+//    exactly the values load_f32 gives, and is copied as-is when the target type equals raw_type
+//    (GGUF Q8_0 / Q4_0 blocks, and Q5_0, Q4_1, Q5_1, IQ4_NL and K-quant blocks repacked, import
+//    without re-quantization); load_f32 must still be set for any other target.
 struct TensorData {
   std::string name;
   fb::TensorRole role;

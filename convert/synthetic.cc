@@ -148,6 +148,34 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
       }
       break;
     }
+    case fb::DType::Q4_1:
+    case fb::DType::Q5_1: {
+      // Q4_1: levels round(v / 16) + 8 in [0, 15] with d = 16 s and m = -8 d, so value = d q + m
+      // = d (q - 8): the Q4 grid, in Q4_1's encoding. Q5_1: levels round(v / 8) + 16 in [0, 31]
+      // with d = 8 s and m = -16 d: Q5's grid.
+      const bool five = t == fb::DType::Q5_1;
+      const int shift = five ? 3 : 4, mid = five ? 16 : 8;
+      int32_t v[kQuantGroup];
+      uint8_t* high = o + q5k_high_offset(rows, cols);  // Q5_1 only
+      for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
+        for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
+        uint8_t* q = o + grp * (kQuantGroup / 2);
+        for (uint32_t j = 0; j < kQuantGroup; ++j) {
+          int32_t l = ((v[j] + (1 << (shift - 1))) >> shift) + mid;
+          l = l < 0 ? 0 : l > 2 * mid - 1 ? 2 * mid - 1 : l;
+          q[j % 16] = static_cast<uint8_t>(q[j % 16] | (l & 15) << (j < 16 ? 0 : 4));
+          if (five) high[grp * 4 + j % 4] = static_cast<uint8_t>(high[grp * 4 + j % 4] | (l >> 4) << (j / 4));
+        }
+      }
+      const uint16_t d = f32_to_fp16(static_cast<float>(1 << shift) * fp16_to_f32(s16));
+      const uint16_t m = f32_to_fp16(-static_cast<float>(mid) * fp16_to_f32(d));
+      uint8_t* dm = o + quant_scales_offset(wt, rows, cols);
+      for (uint64_t i = 0; i < rows * (cols / kQuantGroup); ++i) {
+        memcpy(dm + 4 * i, &d, 2);
+        memcpy(dm + 4 * i + 2, &m, 2);
+      }
+      return;
+    }
     case fb::DType::Q4K:
     case fb::DType::Q5K: {
       // Q4K: unsigned nibbles round(v / 16) + 8; every group's sc = m = 1 with d = 16 s and

@@ -81,7 +81,8 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
     tb.add_dtype(p.dtype);
     tb.add_group_size(p.dtype == fb::DType::Q8 || p.dtype == fb::DType::Q4 ||
                               p.dtype == fb::DType::Q4K || p.dtype == fb::DType::Q6K ||
-                              p.dtype == fb::DType::Q5K || p.dtype == fb::DType::Q5
+                              p.dtype == fb::DType::Q5K || p.dtype == fb::DType::Q5 ||
+                              p.dtype == fb::DType::Q4_1 || p.dtype == fb::DType::Q5_1
                           ? kQuantGroup
                           : 0);
     tb.add_offset(p.offset);
@@ -137,11 +138,12 @@ std::vector<uint8_t> build_header(const ModelData& m, const std::vector<Planned>
   auto arch = ab.Finish();
 
   fb::ModelBuilder mb(fbb);
-  // The lowest version that holds the file (schema/model.fbs): 4 when it has Q5K or Q5 tensors, 3
-  // when Q6K ones, 2 when Q4K ones.
+  // The lowest version that holds the file (schema/model.fbs): 5 when it has Q4_1 or Q5_1
+  // tensors, 4 when Q5K or Q5 ones, 3 when Q6K ones, 2 when Q4K ones.
   uint32_t version = 1;
   for (const Planned& p : plan) {
-    const uint32_t need = p.dtype == fb::DType::Q5K || p.dtype == fb::DType::Q5 ? 4
+    const uint32_t need = p.dtype == fb::DType::Q4_1 || p.dtype == fb::DType::Q5_1 ? 5
+                          : p.dtype == fb::DType::Q5K || p.dtype == fb::DType::Q5 ? 4
                           : p.dtype == fb::DType::Q6K ? 3
                           : p.dtype == fb::DType::Q4K ? 2
                                                       : 1;
@@ -206,6 +208,35 @@ void encode(const std::vector<float>& x, fb::DType t, uint64_t rows, uint64_t co
           dequantize_row_q4(q, scales.data(), cols, back.data());
         }
         memcpy(sc + r * groups * 2, scales.data(), groups * 2);
+        for (uint64_t c = 0; c < cols; ++c) {
+          const double d = static_cast<double>(back[c]) - row[c];
+          e2 += d * d;
+        }
+      }
+      break;
+    }
+    case fb::DType::Q4_1:
+    case fb::DType::Q5_1: {
+      const bool five = t == fb::DType::Q5_1;
+      const WeightType wt = static_cast<WeightType>(t);
+      const uint64_t cp = padded_cols(cols), groups = cp / kQuantGroup;
+      uint8_t* qs = out->data();
+      uint8_t* high = out->data() + q5k_high_offset(rows, cols);  // Q5_1 only
+      uint8_t* dm = out->data() + quant_scales_offset(wt, rows, cols);
+      std::vector<uint16_t> dmv(static_cast<size_t>(2 * groups));  // (groups, 2) d, m
+      std::vector<float> back(static_cast<size_t>(cols));
+      for (uint64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * cols;
+        uint8_t* q = qs + r * (cp / 2);
+        if (five) {
+          uint8_t* h = high + r * (cp / 8);
+          quantize_row_q5_1(row, cols, q, h, dmv.data());
+          dequantize_row_q5_1(q, h, dmv.data(), cols, back.data());
+        } else {
+          quantize_row_q4_1(row, cols, q, dmv.data());
+          dequantize_row_q4_1(q, dmv.data(), cols, back.data());
+        }
+        memcpy(dm + r * groups * 4, dmv.data(), groups * 4);
         for (uint64_t c = 0; c < cols; ++c) {
           const double d = static_cast<double>(back[c]) - row[c];
           e2 += d * d;
@@ -294,8 +325,8 @@ NonFinite first_non_finite(const float* x, uint64_t n) {
 }
 
 // In `data`, a tensor of rows x cols stored as `t` (file layout): the first stored f16 value
-// (F16) or group scale (Q8 / Q4; index = the group's first element) that is not finite. F32 data
-// is the source itself and is checked by first_non_finite.
+// (F16) or group scale (Q8 / Q4 / Q5, Q4_1's / Q5_1's d or m; index = the group's first element)
+// that is not finite. F32 data is the source itself and is checked by first_non_finite.
 NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t rows,
                                   uint64_t cols) {
   const uint64_t n = rows * cols;
@@ -306,13 +337,16 @@ NonFinite first_non_finite_stored(const uint8_t* data, fb::DType t, uint64_t row
       memcpy(&h, data + 2 * i, 2);
       if (bad(h)) return {i, fp16_to_f32(h)};
     }
-  } else if (t == fb::DType::Q8 || t == fb::DType::Q4 || t == fb::DType::Q5) {
+  } else if (t == fb::DType::Q8 || t == fb::DType::Q4 || t == fb::DType::Q5 ||
+             t == fb::DType::Q4_1 || t == fb::DType::Q5_1) {
     const WeightType wt = static_cast<WeightType>(t);
     const uint64_t groups = padded_cols(cols) / kQuantGroup;
+    const uint64_t per = t == fb::DType::Q4_1 || t == fb::DType::Q5_1 ? 2 : 1;  // f16 per group
     const uint8_t* sc = data + quant_scales_offset(wt, rows, cols);
-    for (uint64_t k = 0; k < rows * groups; ++k) {
+    for (uint64_t i = 0; i < rows * groups * per; ++i) {
       uint16_t h;
-      memcpy(&h, sc + 2 * k, 2);
+      memcpy(&h, sc + 2 * i, 2);
+      const uint64_t k = i / per;  // the group
       if (bad(h)) return {(k / groups) * cols + (k % groups) * kQuantGroup, fp16_to_f32(h)};
     }
   } else if (t == fb::DType::Q4K || t == fb::DType::Q5K || t == fb::DType::Q6K) {
@@ -374,6 +408,8 @@ const char* dtype_name(fb::DType t) {
     case fb::DType::Q6K: return "q6k";
     case fb::DType::Q5K: return "q5k";
     case fb::DType::Q5: return "q5";
+    case fb::DType::Q4_1: return "q4_1";
+    case fb::DType::Q5_1: return "q5_1";
   }
   return "?";
 }
@@ -389,6 +425,8 @@ bool parse_dtype(const std::string& s, fb::DType* out) {
   else if (l == "q6k" || l == "q6_k") *out = fb::DType::Q6K;
   else if (l == "q5k" || l == "q5_k") *out = fb::DType::Q5K;
   else if (l == "q5" || l == "q5_0") *out = fb::DType::Q5;
+  else if (l == "q4_1") *out = fb::DType::Q4_1;
+  else if (l == "q5_1") *out = fb::DType::Q5_1;
   else return false;
   return true;
 }
@@ -542,9 +580,9 @@ bool write_model(const ModelData& m, fb::DType quant, const ByteSink& sink, std:
                std::to_string(scale_span(p.dtype)) + " values from " + where(p, bad.index) + kAllowHint;
         return false;
       }
-      // Q8_0 / Q4_0 blocks are q8 / q4 groups already; Q5_0 blocks become q5 (or int8), IQ4_NL
-      // quants int8.
-      const bool copy = t.source_type == "Q8_0" || t.source_type == "Q4_0";
+      // Q8_0 / Q4_0 blocks are q8 / q4 groups already; Q5_0 blocks become q5 (or int8), Q4_1 /
+      // Q5_1 blocks q4_1 / q5_1 (the fifth bits regrouped), IQ4_NL quants int8.
+      const bool copy = t.source_type == "Q8_0" || t.source_type == "Q4_0" || t.source_type == "Q4_1";
       log_line(log, p, copy ? "copied without re-quantization (exact)"
                             : "repacked without re-quantization (exact, same values)");
       count_action(stats, t.source_type, p.dtype, copy ? "exact copy" : "exact repack");

@@ -25,7 +25,8 @@ using PlanCheck = std::function<bool(uint64_t file_bytes, std::string* err)>;
 // 2-D tensors are stored as `quant`, except with `keep`: each in the smallest encoding that
 // holds its source values exactly, chosen per tensor:
 //   - the raw blocks when the source has an exact repack (TensorData::has_raw: GGUF Q8_0,
-//     Q5_0, IQ4_NL -> q8; Q4_0 -> q4);
+//     IQ4_NL -> q8; Q4_0 -> q4; Q5_0 -> q5; Q4_1 -> q4_1; Q5_1 -> q5_1; Q4_K -> q4k; Q5_K ->
+//     q5k; Q6_K, Q3_K -> q6k);
 //   - else f16 when every value is an f16 value (always for an F16 source; F32, BF16 and
 //     dequantized types are checked value by value, which reads such a tensor twice);
 //   - else f32.

@@ -7,8 +7,9 @@
 //  - direct: every whole block present is dequantized; a block's values are all finite exactly
 //    when its f16 fields (d, m / dmin at the offsets ggml-common.h gives) are (F32 / F16 / BF16:
 //    element by element, from the bits);
-//  - Q8_0 / Q4_0 / Q5_0 / IQ4_NL: the q8 / q4 repack dequantized by the runtime's own decoders
-//    equals the dequantizer bit for bit (NaN for NaN);
+//  - every exact repack (Q8_0 / IQ4_NL -> q8, Q4_0 -> q4, Q5_0 -> q5, Q4_1 -> q4_1, Q5_1 -> q5_1,
+//    K-quants -> q4k / q5k / q6k) dequantized by the runtime's own decoders equals the dequantizer
+//    bit for bit (NaN for NaN);
 //  - as a one-tensor GGUF (rows x cols, the bytes as its data, flags bit 0: one column more):
 //    read_gguf_tensors refuses a row off the block size and data running past the end of the
 //    file with a message, and otherwise loads exactly the direct values.
@@ -94,7 +95,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
-  // Repacks: same values through the runtime's q8 / q4 / q5 / q4k / q5k / q6k decoders.
+  // Repacks: same values through the runtime's q8 / q4 / q5 / q4_1 / q5_1 / q4k / q5k / q6k
+  // decoders.
   ringlm::internal::fb::DType target;
   if (l && conv::ggml_exact_repack_target(type, &target) && cols % 32 == 0 &&
       rows * cols / bv <= n_blocks) {
@@ -106,6 +108,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                           : target == ringlm::internal::fb::DType::Q4K ? WeightType::Q4K
                           : target == ringlm::internal::fb::DType::Q5K ? WeightType::Q5K
                           : target == ringlm::internal::fb::DType::Q5  ? WeightType::Q5
+                          : target == ringlm::internal::fb::DType::Q4_1 ? WeightType::Q4_1
+                          : target == ringlm::internal::fb::DType::Q5_1 ? WeightType::Q5_1
                                                                        : WeightType::Q6K;
     const uint16_t* scales = reinterpret_cast<const uint16_t*>(
         packed.data() + ringlm::internal::quant_scales_offset(wt, rows, cols));
@@ -131,6 +135,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             packed.data() + r * cols / 2,
             packed.data() + ringlm::internal::q5k_high_offset(rows, cols) + r * cols / 8,
             scales + r * (cols / 32), cols, row.data());
+      else if (wt == WeightType::Q4_1)
+        ringlm::internal::dequantize_row_q4_1(packed.data() + r * cols / 2,
+                                              scales + r * (cols / 32) * 2, cols, row.data());
+      else if (wt == WeightType::Q5_1)
+        ringlm::internal::dequantize_row_q5_1(
+            packed.data() + r * cols / 2,
+            packed.data() + ringlm::internal::q5k_high_offset(rows, cols) + r * cols / 8,
+            scales + r * (cols / 32) * 2, cols, row.data());
       else if (wt == WeightType::Q5K)
         ringlm::internal::dequantize_row_q5k(
             packed.data() + r * cols / 2,

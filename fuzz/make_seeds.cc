@@ -256,8 +256,9 @@ const char* kChatTemplate =
 // ---- per target ------------------------------------------------------------------------------------
 
 void model_open_seeds(const TokenizerData& sp, const TokenizerData& bpe, const std::string& shared) {
-  const fb::DType qs[8] = {fb::DType::F32, fb::DType::F16, fb::DType::Q8, fb::DType::Q4,
-                           fb::DType::Q4K, fb::DType::Q6K, fb::DType::Q5K, fb::DType::Q5};
+  const fb::DType qs[10] = {fb::DType::F32, fb::DType::F16, fb::DType::Q8,  fb::DType::Q4,
+                            fb::DType::Q4K, fb::DType::Q6K, fb::DType::Q5K, fb::DType::Q5,
+                            fb::DType::Q4_1, fb::DType::Q5_1};
   uint32_t k = 0;
   for (const Shape& s : shapes()) {
     for (fb::DType q : qs) {

@@ -36,7 +36,11 @@ namespace ringlm::internal {
   void matmul_q5k_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,          \
                         uint32_t r0, uint32_t r1);                                               \
   void matmul_q5_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,           \
-                       uint32_t r0, uint32_t r1);
+                       uint32_t r0, uint32_t r1);                                                \
+  void matmul_q4_1_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,         \
+                         uint32_t r0, uint32_t r1);                                              \
+  void matmul_q5_1_##isa(const WeightView& w, const QuantActs& x, uint32_t n, float* y,         \
+                         uint32_t r0, uint32_t r1);
 
 #define RINGLM_DECLARE_KERNELS(isa)                                                             \
   RINGLM_DECLARE_QUANT_MATMULS(isa)                                                             \
@@ -66,8 +70,8 @@ namespace ringlm::internal {
                           uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,        \
                           bool v_f16, float* out);
 
-// ref.cc: the reference Q4K, Q5K, Q6K and Q5 matmuls, for the tables with no kernel of their own
-// for them.
+// ref.cc: the reference Q4K, Q5K, Q6K, Q5, Q4_1 and Q5_1 matmuls, for the tables with no kernel
+// of their own for them.
 void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1);
 void matmul_q6k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
@@ -76,6 +80,10 @@ void matmul_q5k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* 
                     uint32_t r1);
 void matmul_q5_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                    uint32_t r1);
+void matmul_q4_1_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1);
+void matmul_q5_1_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1);
 
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_DECLARE_KERNELS(avx2)              // x86/avx2.cc: AVX2 + FMA + F16C

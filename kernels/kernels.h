@@ -24,11 +24,17 @@ namespace ringlm::internal {
 constexpr uint32_t kQuantGroup = 32;
 
 // Matches fb::DType values; kept here so neither the kernels nor quant.h need the generated schema.
-enum class WeightType : uint8_t { F32 = 0, F16 = 1, Q8 = 2, Q4 = 3, Q4K = 4, Q6K = 5, Q5K = 6, Q5 = 7 };
+enum class WeightType : uint8_t {
+  F32 = 0, F16 = 1, Q8 = 2, Q4 = 3, Q4K = 4, Q6K = 5, Q5K = 6, Q5 = 7, Q4_1 = 8, Q5_1 = 9
+};
 
 // Q5 (GGUF Q5_0's values): unsigned 5-bit q in [0, 31] per value, value = (q - 16) * scale with
 // an f16 scale per group (as Q8/Q4). Planes: the low 4 bits as Q4K's nibbles; the fifth bits as
 // Q5K's (below); the scales.
+
+// Q4_1 / Q5_1 (GGUF Q4_1's / Q5_1's values): unsigned q in [0, 15] / [0, 31] per value, value =
+// d * q + m with an f16 d and an f16 m per group. Planes: the low 4 bits as Q4K's nibbles; Q5_1:
+// the fifth bits as Q5's; the (d, m) pairs, interleaved per group.
 
 // Q4K groups come 8 to a super-block (GGUF Q4_K's 256 values): one (d, dmin) pair of f16 per
 // super-block, a 6-bit scale and min per group (the last super-block of a row may be short): a
@@ -50,16 +56,18 @@ constexpr uint32_t kQ6kSubsPerSuper = 2 * kQ4kSuperGroups;
 
 // One weight matrix (or vector) as the kernels see it. Pointers borrow the model bytes.
 struct WeightView {
-  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4/Q4K/Q5K/Q6K/Q5: packed
-                                     // nibbles
+  const void* data = nullptr;        // F32/F16: values; Q8: int8 qs; Q4/Q4K/Q5K/Q6K/Q5/Q4_1/
+                                     // Q5_1: packed nibbles
   const uint16_t* scales = nullptr;  // Q8/Q4/Q5: f16 scale per 32-group, (rows, row_stride / 32);
+                                     // Q4_1/Q5_1: f16 (d, m) per 32-group, (rows, row_stride / 32,
+                                     // 2);
                                      // Q4K/Q5K: f16 (d, dmin) per super-block, (rows, supers, 2);
                                      // Q6K: f16 d per super-block, (rows, supers)
   const uint8_t* subs = nullptr;     // Q4K/Q5K: per super-block sc[8] then m[8], (rows, supers,
                                      // 16);
                                      // Q6K: int8 sc per 16 values, (rows, supers, 16)
   const uint8_t* high = nullptr;     // Q6K: the high 2 bits, (rows, row_stride / 4);
-                                     // Q5K/Q5: the fifth bits, (rows, row_stride / 8)
+                                     // Q5K/Q5/Q5_1: the fifth bits, (rows, row_stride / 8)
   WeightType type = WeightType::F32;
   uint32_t rows = 0;                 // output features (1 for vectors)
   uint32_t cols = 0;                 // input features
@@ -76,13 +84,13 @@ struct WeightView {
 constexpr uint32_t kMatmulExactRows = 0x80000000u;
 constexpr uint32_t kExactRowBlock = 32;  // a multiple of every decode row tile (4, 8)
 
-// Activations quantized for Q8/Q4/Q4K/Q5K/Q6K/Q5 matmuls.
+// Activations quantized for Q8/Q4/Q4K/Q5K/Q6K/Q5/Q4_1/Q5_1 matmuls.
 struct QuantActs {
   const int8_t* qs;     // (n, stride) int8, zero past the logical cols
   const float* scales;  // (n, stride / 32)
   uint32_t stride;      // padded cols (multiple of 32)
-  // (n, stride / 32) scales[g] * (sum of group g's qs), for Q4K's and Q5K's min term; only the
-  // runs that hold such a matrix fill it (null otherwise).
+  // (n, stride / 32) scales[g] * (sum of group g's qs), for the min term of Q4K, Q5K, Q4_1 and
+  // Q5_1; only the runs that hold such a matrix fill it (null otherwise).
   const float* sums = nullptr;
 };
 
@@ -115,6 +123,15 @@ struct KernelTable {
   // values q - 16, q = nibble | 16 * fifth bit in [0, 31].
   void (*matmul_q5)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1);
+  // Q4_1: per group g, value = d_g * q + m_g, so a row's dot product is
+  // sum_g (d_g * xscale_g) * isum_g + sum_g m_g * x.sums_g, with isum_g the exact int32 dot
+  // product of the unsigned nibbles q in [0, 15] and the int8 activations (accumulated in float
+  // in group order, the min term as Q4K's).
+  void (*matmul_q4_1)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                      uint32_t r1);
+  // Q5_1: as Q4_1, with q = nibble | 16 * fifth bit in [0, 31].
+  void (*matmul_q5_1)(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                      uint32_t r1);
   // x(n, cols) -> qs(n, stride), scales(n, stride/32); symmetric, amax/127 per group.
   void (*quantize_acts)(const float* x, uint32_t n, uint32_t cols, uint32_t stride, int8_t* qs,
                         float* scales);

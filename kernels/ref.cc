@@ -32,38 +32,47 @@ void matmul_float_ref(const WeightView& w, const float* x, uint32_t n, float* y,
 
 // Q8 (int8 values), Q4 (packed nibbles) or Q5 (Q5: unsigned nibbles and fifth bits, q - 16): per
 // group, the exact int32 dot product, then scaled.
-template <bool Q4, bool Q5 = false>
+// kMin: Q4_1 (unsigned nibbles q, the Q4 flag off) or Q5_1 (Q5: nibbles and fifth bits, q as it
+// is), each group's scale d and min m from the (d, m) pairs; the min term m * x.sums accumulated
+// apart and added at the end, as Q4K's (kernels.h).
+template <bool Q4, bool Q5 = false, bool kMin = false>
 void matmul_quant_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
+  static_assert(!(kMin && Q4), "Q4_1's nibbles are unsigned: Q4 off");
   n &= ~kMatmulExactRows;  // every row is computed on its own anyway
   const uint8_t* W = static_cast<const uint8_t*>(w.data);
-  const size_t row_bytes = Q4 || Q5 ? w.row_stride / 2 : w.row_stride;
+  const size_t row_bytes = Q4 || Q5 || kMin ? w.row_stride / 2 : w.row_stride;
   const uint32_t groups = w.row_stride / kQuantGroup;
+  constexpr uint32_t kPerGroup = kMin ? 2 : 1;  // f16 values per group in w.scales: (d, m) or s
+  constexpr int32_t kOffset = Q5 && !kMin ? 16 : 0;  // Q5: q - 16
   for (uint32_t t = 0; t < n; ++t) {
     const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
     const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
+    const float* xsum = kMin ? x.sums + static_cast<size_t>(t) * (x.stride / kQuantGroup) : nullptr;
     float* yt = y + static_cast<size_t>(t) * w.rows;
     for (uint32_t r = r0; r < r1; ++r) {
       const uint8_t* row = W + static_cast<size_t>(r) * row_bytes;
-      const uint16_t* ws = w.scales + static_cast<size_t>(r) * groups;
+      const uint16_t* ws = w.scales + static_cast<size_t>(r) * groups * kPerGroup;
       const uint8_t* hi = Q5 ? w.high + static_cast<size_t>(r) * (w.row_stride / 8) : nullptr;
-      float acc = 0.0f;
+      float acc = 0.0f, acc_min = 0.0f;
       for (uint32_t g = 0; g < groups; ++g) {
         const int8_t* xg = xq + g * kQuantGroup;
         int32_t isum = 0;
         for (uint32_t j = 0; j < kQuantGroup; ++j) {
           int32_t v;
-          if (Q5) {
+          if (Q5 || kMin) {
             const uint8_t b = row[g * (kQuantGroup / 2) + j % 16];
-            v = ((j < 16 ? b & 0x0f : b >> 4) | ((hi[g * 4 + j % 4] >> (j / 4)) & 1) << 4) - 16;
+            v = j < 16 ? b & 0x0f : b >> 4;
+            if (Q5) v = (v | ((hi[g * 4 + j % 4] >> (j / 4)) & 1) << 4) - kOffset;
           } else {
             v = Q4 ? q4_get(row + g * (kQuantGroup / 2), j) : static_cast<int8_t>(row[g * kQuantGroup + j]);
           }
           isum += v * xg[j];
         }
-        acc += static_cast<float>(isum) * (fp16_to_f32(ws[g]) * xs[g]);
+        acc += static_cast<float>(isum) * (fp16_to_f32(ws[kPerGroup * g]) * xs[g]);
+        if (kMin) acc_min += fp16_to_f32(ws[2 * g + 1]) * xsum[g];
       }
-      yt[r] = acc;
+      yt[r] = kMin ? acc + acc_min : acc;
     }
   }
 }
@@ -113,7 +122,7 @@ void matmul_qk_asym_ref(const WeightView& w, const QuantActs& x, uint32_t n, flo
 }  // namespace
 
 // Outside the anonymous namespace: isa.h names them, for tables that have no kernel of their own
-// for Q4K / Q5K.
+// for Q4K / Q5K / Q5 / Q4_1 / Q5_1.
 void matmul_q4k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
   matmul_qk_asym_ref<false>(w, x, n, y, r0, r1);
@@ -127,6 +136,16 @@ void matmul_q5k_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* 
 void matmul_q5_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                    uint32_t r1) {
   matmul_quant_ref<false, true>(w, x, n, y, r0, r1);
+}
+
+void matmul_q4_1_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1) {
+  matmul_quant_ref<false, false, true>(w, x, n, y, r0, r1);
+}
+
+void matmul_q5_1_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                     uint32_t r1) {
+  matmul_quant_ref<false, true, true>(w, x, n, y, r0, r1);
 }
 
 // Q6K: per sub-block of 16 the exact int32 dot product of (q - 32) and the activations; a
@@ -307,6 +326,8 @@ const KernelTable kRef = {
     matmul_q6k_ref,
     matmul_q5k_ref,
     matmul_q5_ref,
+    matmul_q4_1_ref,
+    matmul_q5_1_ref,
     quantize_acts_ref,
     rmsnorm_ref,
     softmax_ref,

@@ -41,10 +41,18 @@ WeightView slot_weight(const ModelImpl& m, uint32_t slot) {
 
 bool is_quant(const WeightView& w) {
   return w.type == WeightType::Q8 || w.type == WeightType::Q4 || w.type == WeightType::Q4K ||
-         w.type == WeightType::Q6K || w.type == WeightType::Q5K || w.type == WeightType::Q5;
+         w.type == WeightType::Q6K || w.type == WeightType::Q5K || w.type == WeightType::Q5 ||
+         w.type == WeightType::Q4_1 || w.type == WeightType::Q5_1;
 }
 
-// Bytes a matmul reads of `w` (values and, for Q8/Q4, the f16 group scales).
+// Whether w's matmul takes the activation sums (QuantActs.sums): the min terms of Q4K, Q5K,
+// Q4_1 and Q5_1.
+bool needs_sums(const WeightView& w) {
+  return w.type == WeightType::Q4K || w.type == WeightType::Q5K || w.type == WeightType::Q4_1 ||
+         w.type == WeightType::Q5_1;
+}
+
+// Bytes a matmul reads of `w` (values and, for the quantized types, their scale planes).
 uint64_t weight_bytes(const WeightView& w) {
   const uint64_t n = static_cast<uint64_t>(w.rows) * w.row_stride;
   switch (w.type) {
@@ -53,6 +61,8 @@ uint64_t weight_bytes(const WeightView& w) {
     case WeightType::Q8: return n + n / kQuantGroup * 2;
     case WeightType::Q4: return n / 2 + n / kQuantGroup * 2;
     case WeightType::Q5: return n / 2 + n / 8 + n / kQuantGroup * 2;
+    case WeightType::Q4_1: return n / 2 + n / kQuantGroup * 4;
+    case WeightType::Q5_1: return n / 2 + n / 8 + n / kQuantGroup * 4;
     case WeightType::Q4K: return n / 2 + static_cast<uint64_t>(w.rows) * q4k_supers(w.cols) * 20;
     case WeightType::Q6K:
       return n / 2 + n / 4 + static_cast<uint64_t>(w.rows) * q6k_supers(w.cols) * 18;
@@ -90,6 +100,12 @@ void linear_rows(const KernelTable* k, const WeightView& w, const float* x, cons
       break;
     case WeightType::Q5:
       k->matmul_q5(w, qa, n, y, r0, r1);
+      break;
+    case WeightType::Q4_1:
+      k->matmul_q4_1(w, qa, n, y, r0, r1);
+      break;
+    case WeightType::Q5_1:
+      k->matmul_q5_1(w, qa, n, y, r0, r1);
       break;
   }
 }
@@ -198,7 +214,7 @@ void matmul_run(Matmuls* mm, const float* x, uint32_t n, const MatSlot* slots, f
     job.y[i] = y[i];
     job.ops[i] = matmul_xnnpack_ops(mm->xnn, slot);
     need |= is_quant(w);
-    need_sums |= w.type == WeightType::Q4K || w.type == WeightType::Q5K;
+    need_sums |= needs_sums(w);
     all_xnn = all_xnn && job.ops[i];
     weights += static_cast<uint64_t>(w.rows) * w.cols;
     bytes += weight_bytes(w);
@@ -212,8 +228,8 @@ void matmul_run(Matmuls* mm, const float* x, uint32_t n, const MatSlot* slots, f
     mm->k->quantize_acts(x, n, cols, stride, mm->xq, mm->xqs);
     job.qa = QuantActs{mm->xq, mm->xqs, stride};
     if (need_sums) {
-      // Q4K's and Q5K's min term: each group's scale times the sum of its int8 values (n * stride adds,
-      // against rows times that in the matmul).
+      // The min term of Q4K, Q5K, Q4_1 and Q5_1: each group's scale times the sum of its int8
+      // values (n * stride adds, against rows times that in the matmul).
       const uint32_t groups = stride / kQuantGroup;
       for (size_t i = 0; i < static_cast<size_t>(n) * groups; ++i) {
         const int8_t* q = mm->xq + i * kQuantGroup;

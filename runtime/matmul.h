@@ -69,7 +69,8 @@ struct Matmuls {
   WeightView* w;            // (n_slots) every slot's matrix, views into the model bytes
   int8_t* xq;               // (n_batch, act_stride) a run's input, quantized (Q8/Q4 matrices)
   float* xqs;               // (n_batch, act_stride / 32) their scales
-  float* xsum;              // (n_batch, act_stride / 32) scale * sum of each group (Q4K runs)
+  float* xsum;              // (n_batch, act_stride / 32) scale * sum of each group (runs with a
+                            // Q4K, Q5K, Q4_1 or Q5_1 matrix)
   uint32_t act_stride;      // padded max(cols) of every matrix
   MatmulXnnpack xnn;        // zero unless the session's backend is "xnnpack"
   bool exact_rows;          // runs compute each row exactly as a one-row run (kMatmulExactRows):

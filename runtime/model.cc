@@ -13,7 +13,8 @@ using fb::TensorRole;
 
 bool is_quant(WeightType t) {
   return t == WeightType::Q8 || t == WeightType::Q4 || t == WeightType::Q4K ||
-         t == WeightType::Q6K || t == WeightType::Q5K || t == WeightType::Q5;
+         t == WeightType::Q6K || t == WeightType::Q5K || t == WeightType::Q5 ||
+         t == WeightType::Q4_1 || t == WeightType::Q5_1;
 }
 
 // The manifest input of verified hyperparameters.
@@ -156,6 +157,10 @@ Status check_tensor(const fb::Tensor* t, uint32_t index, uint32_t version, uint6
   RLM_CHECK((wt != WeightType::Q5K && wt != WeightType::Q5) || version >= 4, RLM_ERR_MODEL_TENSOR,
             err, "tensor %u (%s): dtype %s needs format version 4, the file says %u", index, name,
             wt == WeightType::Q5 ? "Q5" : "Q5K", version);
+  RLM_CHECK((wt != WeightType::Q4_1 && wt != WeightType::Q5_1) || version >= 5,
+            RLM_ERR_MODEL_TENSOR, err,
+            "tensor %u (%s): dtype %s needs format version 5, the file says %u", index, name,
+            wt == WeightType::Q4_1 ? "Q4_1" : "Q5_1", version);
   if (is_quant(wt)) {
     RLM_CHECK(t->group_size() == kQuantGroup, RLM_ERR_MODEL_TENSOR, err,
               "tensor %u (%s): group_size %u, expected %u", index, name, t->group_size(),
@@ -367,7 +372,9 @@ WeightView model_weight(const ModelImpl& m, const fb::Tensor* t) {
       v.high = m.bytes + t->offset() + q5k_high_offset(v.rows, v.cols);
       v.subs = m.bytes + t->offset() + q5k_subs_offset(v.rows, v.cols);
     }
-    if (v.type == WeightType::Q5) v.high = m.bytes + t->offset() + q5k_high_offset(v.rows, v.cols);
+    if (v.type == WeightType::Q5 || v.type == WeightType::Q5_1) {
+      v.high = m.bytes + t->offset() + q5k_high_offset(v.rows, v.cols);
+    }
   } else {
     v.row_stride = v.cols;
   }

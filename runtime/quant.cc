@@ -1,5 +1,6 @@
 #include "quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ inline float round_away(float x) {
 uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols) {
   uint64_t cp = padded_cols(cols);
   if (t == WeightType::Q6K) return q6k_high_offset(rows, cols) + align_up(rows * cp / 4, kTensorAlignment);
-  if (t == WeightType::Q5K || t == WeightType::Q5) {
+  if (t == WeightType::Q5K || t == WeightType::Q5 || t == WeightType::Q5_1) {
     return q5k_high_offset(rows, cols) + align_up(rows * cp / 8, kTensorAlignment);
   }
   uint64_t qs = t == WeightType::Q8 ? rows * cp : rows * cp / 2;
@@ -63,6 +64,9 @@ uint64_t tensor_data_bytes(WeightType t, uint64_t rows, uint64_t cols) {
     case WeightType::Q4:
     case WeightType::Q5:
       return quant_scales_offset(t, rows, cols) + rows * (padded_cols(cols) / kQuantGroup) * 2;
+    case WeightType::Q4_1:
+    case WeightType::Q5_1:  // a (d, m) pair of f16 per group
+      return quant_scales_offset(t, rows, cols) + rows * (padded_cols(cols) / kQuantGroup) * 4;
     case WeightType::Q4K:
       return q4k_subs_offset(rows, cols) + rows * q4k_supers(cols) * 16;
     case WeightType::Q6K:
@@ -150,6 +154,72 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
 
 void quantize_row_q5(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* scales) {
   quantize_row_sym<16>(x, cols, qs, high, scales);
+}
+
+namespace {
+
+// Q4_1 (kBits 4, high null) and Q5_1 (kBits 5: the fifth bits in `high`, 4 bytes a group), as
+// quant.h says. llama.cpp rounds (x - min) / d with d and min before their f16 rounding; here the
+// level is chosen against the stored d and m (round((x - m) / d), or a neighbour when the stored
+// value d * q + m of that is nearer x): never farther from x than llama.cpp's level.
+template <int kBits>
+void quantize_row_asym(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* dm) {
+  constexpr int kTop = (1 << kBits) - 1;
+  const size_t cp = padded_cols(cols);
+  for (size_t g = 0; g < cp / kQuantGroup; ++g) {
+    const size_t c0 = g * kQuantGroup;
+    const size_t n = cols - c0 < kQuantGroup ? cols - c0 : kQuantGroup;  // values, not padding
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (size_t j = 0; j < n; ++j) {
+      const float v = x[c0 + j];  // NaN compares false: left out
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    if (hi < lo) lo = hi = 0.0f;  // every value NaN
+    const uint16_t d16 = f32_to_fp16((hi - lo) / static_cast<float>(kTop));
+    const uint16_t m16 = f32_to_fp16(lo);
+    dm[2 * g] = d16;
+    dm[2 * g + 1] = m16;
+    const float d = fp16_to_f32(d16), m = fp16_to_f32(m16);
+    // inf (a range beyond f16's; the converter refuses the stored scale) or 0: every q = 0.
+    const float inv = d != 0.0f && fabsf(d) <= FLT_MAX ? 1.0f / d : 0.0f;
+    uint8_t* out = qs + g * (kQuantGroup / 2);
+    uint8_t* h5 = kBits == 5 ? high + g * (kQuantGroup / 8) : nullptr;
+    memset(out, 0, kQuantGroup / 2);
+    if (kBits == 5) memset(h5, 0, kQuantGroup / 8);
+    for (size_t j = 0; j < n; ++j) {
+      const float v = x[c0 + j];
+      float l = round_away((v - m) * inv);
+      if (!(l >= 0.0f)) l = 0.0f;  // below the min, or NaN: casting NaN to int is UB
+      if (l > static_cast<float>(kTop)) l = static_cast<float>(kTop);
+      int q = static_cast<int>(l);
+      // The error of level c as dequantize_row_q4_1 / _q5_1 store it (NaN: never below `best`).
+      auto err = [&](int c) {
+        return fabs(static_cast<double>(static_cast<float>(c) * d + m) - v);
+      };
+      double best = err(q);
+      for (int c = q - 1; c <= q + 1; c += 2) {
+        if (c < 0 || c > kTop) continue;
+        const double e = err(c);
+        if (e < best) {
+          best = e;
+          q = c;
+        }
+      }
+      out[j % 16] = static_cast<uint8_t>(out[j % 16] | (q & 15) << (j < 16 ? 0 : 4));
+      if (kBits == 5) h5[j % 4] = static_cast<uint8_t>(h5[j % 4] | (q >> 4) << (j / 4));
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_row_q4_1(const float* x, size_t cols, uint8_t* qs, uint16_t* dm) {
+  quantize_row_asym<4>(x, cols, qs, nullptr, dm);
+}
+
+void quantize_row_q5_1(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* dm) {
+  quantize_row_asym<5>(x, cols, qs, high, dm);
 }
 
 namespace {
@@ -470,6 +540,27 @@ void dequantize_row_q5(const uint8_t* qs, const uint8_t* high, const uint16_t* s
     const unsigned j = static_cast<unsigned>(i % kQuantGroup);
     const int q = q5k_level(qs + g * (kQuantGroup / 2), high + g * (kQuantGroup / 8), j);
     out[i] = static_cast<float>(q - 16) * fp16_to_f32(scales[g]);
+  }
+}
+
+void dequantize_row_q4_1(const uint8_t* qs, const uint16_t* dm, size_t cols, float* out) {
+  for (size_t i = 0; i < cols; ++i) {
+    const size_t g = i / kQuantGroup;
+    const unsigned j = static_cast<unsigned>(i % kQuantGroup);
+    const uint8_t b = qs[g * (kQuantGroup / 2) + j % 16];
+    const float q = static_cast<float>(j < 16 ? (b & 0x0f) : (b >> 4));
+    out[i] = q * fp16_to_f32(dm[2 * g]) + fp16_to_f32(dm[2 * g + 1]);  // two roundings (no fma)
+  }
+}
+
+void dequantize_row_q5_1(const uint8_t* qs, const uint8_t* high, const uint16_t* dm, size_t cols,
+                         float* out) {
+  for (size_t i = 0; i < cols; ++i) {
+    const size_t g = i / kQuantGroup;
+    const unsigned j = static_cast<unsigned>(i % kQuantGroup);
+    const float q = static_cast<float>(
+        q5k_level(qs + g * (kQuantGroup / 2), high + g * (kQuantGroup / 8), j));
+    out[i] = q * fp16_to_f32(dm[2 * g]) + fp16_to_f32(dm[2 * g + 1]);  // two roundings (no fma)
   }
 }
 

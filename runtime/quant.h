@@ -16,7 +16,8 @@ constexpr uint64_t kTensorAlignment = 64;
 inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + (a - 1)) & ~(a - 1); }
 inline uint64_t padded_cols(uint64_t cols) { return align_up(cols, kQuantGroup); }
 
-// Byte offset of the f16 scales plane inside a Q8/Q4 tensor's data (Q4K: its (d, dmin) plane).
+// Byte offset of the f16 scales plane inside a Q8/Q4/Q5 tensor's data (Q4K/Q5K: its (d, dmin)
+// plane; Q4_1/Q5_1: its (d, m) plane; Q6K: its d plane).
 uint64_t quant_scales_offset(WeightType t, uint64_t rows, uint64_t cols);
 
 // Q4K: super-blocks per row, and the byte offset of the sc/m plane inside the tensor's data.
@@ -32,8 +33,9 @@ uint64_t q6k_high_offset(uint64_t rows, uint64_t cols);
 uint64_t q6k_subs_offset(uint64_t rows, uint64_t cols);
 
 // Q5K (schema/model.fbs): super-blocks as Q4K's; the fifth-bit plane follows the nibbles, then
-// the (d, dmin) plane (quant_scales_offset) and the sc/m plane (q5k_subs_offset). Q5's fifth-bit
-// plane is at the same offset, then its f16 scales (quant_scales_offset).
+// the (d, dmin) plane (quant_scales_offset) and the sc/m plane (q5k_subs_offset). Q5's and Q5_1's
+// fifth-bit planes are at the same offset, then their f16 scales / (d, m) pairs
+// (quant_scales_offset).
 inline uint64_t q5k_high_offset(uint64_t rows, uint64_t cols) {
   return align_up(rows * padded_cols(cols) / 2, kTensorAlignment);
 }
@@ -54,6 +56,16 @@ void quantize_row_q4(const float* x, size_t cols, uint8_t* qs, uint16_t* scales)
 // rule): q + 16 in [0, 31], its low nibble in qs (unsigned, Q4K's order) and its fifth bit in
 // padded_cols(cols) / 8 bytes of `high` (Q5K's layout).
 void quantize_row_q5(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* scales);
+
+// Q4_1 / Q5_1 (schema/model.fbs): GGUF Q4_1's / Q5_1's rule (llama.cpp's quantize_row_q4_1_ref /
+// q5_1_ref): per group m = min, d = (max - min) / 15 (/ 31), each stored as f16 in the
+// padded_cols(cols) / 32 (d, m) pairs of `dm`; every value then takes the level q whose stored
+// value d * q + m (with d and m as stored) is nearest. q in [0, 15] / [0, 31]: its low nibble in
+// padded_cols(cols) / 2 bytes of qs (Q4K's order), Q5_1's fifth bit in padded_cols(cols) / 8
+// bytes of `high` (Q5K's layout). Padding past cols is left out of the min and max and stores
+// q = 0 (the activations there are 0). Non-finite values quantize as q = 0.
+void quantize_row_q4_1(const float* x, size_t cols, uint8_t* qs, uint16_t* dm);
+void quantize_row_q5_1(const float* x, size_t cols, uint8_t* qs, uint8_t* high, uint16_t* dm);
 
 // Q4K (schema/model.fbs): one row into padded_cols(cols) / 2 bytes of unsigned nibbles,
 // q4k_supers(cols) (d, dmin) pairs and q4k_supers(cols) * 16 sc/m bytes. Per group a scale and
@@ -87,11 +99,15 @@ void dequantize_row_q5k(const uint8_t* qs, const uint8_t* high, const uint16_t* 
                         const uint8_t* subs, size_t cols, float* out);
 void dequantize_row_q5(const uint8_t* qs, const uint8_t* high, const uint16_t* scales, size_t cols,
                        float* out);
+// Q4_1 / Q5_1: d * q + m, the product rounded to float first (GGUF's dequantization, bit for bit).
+void dequantize_row_q4_1(const uint8_t* qs, const uint16_t* dm, size_t cols, float* out);
+void dequantize_row_q5_1(const uint8_t* qs, const uint8_t* high, const uint16_t* dm, size_t cols,
+                         float* out);
 void dequantize_row_q6k(const uint8_t* qs, const uint8_t* high, const uint16_t* d,
                         const int8_t* sc, size_t cols, float* out);
 
-// Q5K's (and Q5's) q in [0, 31] of value j (< 32) of a group: its nibble and its fifth bit (bit
-// j / 4 of byte j % 4 of the group's 4 high bytes).
+// Q5K's (and Q5's, Q5_1's) q in [0, 31] of value j (< 32) of a group: its nibble and its fifth
+// bit (bit j / 4 of byte j % 4 of the group's 4 high bytes).
 inline int q5k_level(const uint8_t* group_qs, const uint8_t* group_high, unsigned j) {
   const int low = j < 16 ? (group_qs[j] & 0x0f) : (group_qs[j - 16] >> 4);
   return low | (((group_high[j % 4] >> (j / 4)) & 1) << 4);

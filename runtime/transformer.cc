@@ -65,6 +65,15 @@ void embed(const Transformer* t, int32_t token, float* out) {
                         e.high + r * (e.row_stride / 8), e.scales + r * (e.row_stride / kQuantGroup),
                         e.cols, out);
       break;
+    case WeightType::Q4_1:
+      dequantize_row_q4_1(static_cast<const uint8_t*>(e.data) + r * (e.row_stride / 2),
+                          e.scales + r * (e.row_stride / kQuantGroup) * 2, e.cols, out);
+      break;
+    case WeightType::Q5_1:
+      dequantize_row_q5_1(static_cast<const uint8_t*>(e.data) + r * (e.row_stride / 2),
+                          e.high + r * (e.row_stride / 8),
+                          e.scales + r * (e.row_stride / kQuantGroup) * 2, e.cols, out);
+      break;
     case WeightType::Q5K: {
       const size_t supers = q4k_supers(e.cols);
       dequantize_row_q5k(static_cast<const uint8_t*>(e.data) + r * (e.row_stride / 2),

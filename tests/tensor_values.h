@@ -1,5 +1,5 @@
-// The values a model tensor holds, as floats: f32 copied, f16 / q8 / q4 / q5 / q4k / q5k / q6k decoded with the runtime's
-// own decoders (tests compare converted weights with their source through it).
+// The values a model tensor holds, as floats: f32 copied, f16 / q8 / q4 / q5 / q4_1 / q5_1 / q4k / q5k / q6k decoded with
+// the runtime's own decoders (tests compare converted weights with their source through it).
 #ifndef RINGLM_TESTS_TENSOR_VALUES_H_
 #define RINGLM_TESTS_TENSOR_VALUES_H_
 
@@ -51,6 +51,15 @@ inline std::vector<float> tensor_values(const ringlm::internal::ModelImpl& m,
         dequantize_row_q5(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride / 2,
                           v.high + static_cast<size_t>(r) * v.row_stride / 8,
                           v.scales + static_cast<size_t>(r) * (v.row_stride / 32), v.cols, o);
+        break;
+      case WeightType::Q4_1:
+        dequantize_row_q4_1(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride / 2,
+                            v.scales + static_cast<size_t>(r) * (v.row_stride / 32) * 2, v.cols, o);
+        break;
+      case WeightType::Q5_1:
+        dequantize_row_q5_1(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * v.row_stride / 2,
+                            v.high + static_cast<size_t>(r) * v.row_stride / 8,
+                            v.scales + static_cast<size_t>(r) * (v.row_stride / 32) * 2, v.cols, o);
         break;
       case WeightType::Q5K: {
         const size_t supers = q4k_supers(v.cols);

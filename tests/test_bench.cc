@@ -436,7 +436,8 @@ TEST(Synthetic, WeightsAreDeterministicAndScaled) {
 
 // Direct (raw) generation in each encoding holds the same weights as the float path.
 TEST(Synthetic, DirectEncodingsMatchFloat) {
-  for (fb::DType t : {fb::DType::F32, fb::DType::F16, fb::DType::Q8, fb::DType::Q4}) {
+  for (fb::DType t : {fb::DType::F32, fb::DType::F16, fb::DType::Q8, fb::DType::Q4, fb::DType::Q4_1,
+                      fb::DType::Q5_1}) {
     SCOPED_TRACE(conv::dtype_name(t));
     conv::SyntheticOptions o;
     o.direct = true;
@@ -467,6 +468,7 @@ TEST(Synthetic, DirectEncodingsMatchFloat) {
     std::vector<float> back(cols);
     const uint64_t groups = cols / kQuantGroup;
     const uint64_t sc = quant_scales_offset(static_cast<WeightType>(t), rows, cols);
+    const uint8_t* high = raw.data() + q5k_high_offset(rows, cols);  // Q5_1's fifth bits
     double max_err = 0, amax = 0;
     for (uint64_t r = 0; r < rows; ++r) {
       const uint16_t* scales = reinterpret_cast<const uint16_t*>(raw.data() + sc) + r * groups;
@@ -488,6 +490,13 @@ TEST(Synthetic, DirectEncodingsMatchFloat) {
         case fb::DType::Q4:
           dequantize_row_q4(raw.data() + r * cols / 2, scales, cols, back.data());
           break;
+        case fb::DType::Q4_1:  // (d, m) pairs: twice the f16 values of a row of scales
+          dequantize_row_q4_1(raw.data() + r * cols / 2, scales + r * groups, cols, back.data());
+          break;
+        case fb::DType::Q5_1:
+          dequantize_row_q5_1(raw.data() + r * cols / 2, high + r * cols / 8, scales + r * groups,
+                              cols, back.data());
+          break;
       }
       for (uint64_t c = 0; c < cols; ++c) {
         max_err = std::max(max_err, static_cast<double>(fabsf(back[c] - x[r * cols + c])));
@@ -498,6 +507,10 @@ TEST(Synthetic, DirectEncodingsMatchFloat) {
     if (t == fb::DType::F16) EXPECT_LT(max_err, amax * 1e-3);
     // q4 = round(v / 16) clamped to 7: at most 16 steps of the tensor scale (0.02 / 36.95).
     if (t == fb::DType::Q4) EXPECT_LE(max_err, 16 * 0.02 / 36.95 * 1.01);
+    // q4_1 holds q4's grid (d = 16 s, m = -8 d); q5_1 round(v / 8) + 16 in [0, 31]: at most 16 /
+    // 8 steps (the clamp at 15 / 31, else half a step).
+    if (t == fb::DType::Q4_1) EXPECT_LE(max_err, 16 * 0.02 / 36.95 * 1.01);
+    if (t == fb::DType::Q5_1) EXPECT_LE(max_err, 8 * 0.02 / 36.95 * 1.01);
     EXPECT_GT(amax, 0.0);
     // And the model builds and verifies in that encoding.
     std::vector<uint8_t> bytes;

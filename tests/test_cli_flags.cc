@@ -645,7 +645,40 @@ TEST(CliFlags, QuantKAndTheKMPresets) {
                             ".x 2>&1",
                         &out),
             2);
-  EXPECT_NE(out.find("unknown --quant 'q4_k_x' (f32, f16, q8, q4, q5, q4k, q5k, q6k, q4k_m, q5k_m, keep)"),
+  EXPECT_NE(out.find("unknown --quant 'q4_k_x' (f32, f16, q8, q4, q5, q4_1, q5_1, q4k, q5k, q6k, q4k_m, "
+                     "q5k_m, keep)"),
             std::string::npos)
       << out;
+}
+
+// --quant q4_1 / q5_1 (#18): convert writes them (format version 5, inspect names the dtype),
+// generate runs the model, bench --synthetic takes them.
+TEST(CliFlags, QuantQ4_1AndQ5_1) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/config.json")
+      << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
+            "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "num_hidden_layers": 2, "vocab_size": 512, "max_position_embeddings": 256,
+            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": true})";
+  for (const char* q : {"q4_1", "q5_1"}) {
+    SCOPED_TRACE(q);
+    const std::string model = dir + "/synthetic-" + q + ".rlm";
+    std::string out;
+    ASSERT_EQ(run_command(ringlm_bin() + " convert --synthetic " + dir + "/config.json --quant " + q +
+                              " -q -o " + model + " 2>&1",
+                          &out),
+              0)
+        << out;
+    ASSERT_EQ(run_command(ringlm_bin() + " inspect " + model + " 2>&1", &out), 0) << out;
+    EXPECT_NE(out.find("format version 5"), std::string::npos) << out;
+    EXPECT_NE(out.find(q[1] == '4' ? " Q4_1 " : " Q5_1 "), std::string::npos) << out;
+    ASSERT_EQ(run_command(ringlm_bin() + " generate -m " + model + " -p hello -n 4 --temp 0 2>&1", &out), 0)
+        << out;
+    ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant " + q +
+                              " -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
+                          &out),
+              0)
+        << out;
+    EXPECT_NE(out.find(std::string(" 1L ") + q + " | "), std::string::npos) << out;
+  }
 }

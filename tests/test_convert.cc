@@ -180,17 +180,22 @@ TEST_P(ConvertSource, ConvertsAndOpens) {
   EXPECT_TRUE(tk->add_space_prefix());
   ASSERT_TRUE(c.m->root->provenance());
   EXPECT_EQ(c.m->root->provenance()->converter()->str(), "ringlm-convert 0.1");
-  // The lowest version that holds the file: 2 for Q4K tensors, 3 for Q6K, 4 for Q5K
-  // (schema/model.fbs).
+  // The lowest version that holds the file: 2 for Q4K tensors, 3 for Q6K, 4 for Q5K and Q5, 5 for
+  // Q4_1 and Q5_1 (schema/model.fbs).
   EXPECT_EQ(c.m->root->format_version(),
-            q == DType::Q4K ? 2u : q == DType::Q6K ? 3u : q == DType::Q5K || q == DType::Q5 ? 4u : 1u);
+            q == DType::Q4K                        ? 2u
+            : q == DType::Q6K                      ? 3u
+            : q == DType::Q5K || q == DType::Q5    ? 4u
+            : q == DType::Q4_1 || q == DType::Q5_1 ? 5u
+                                                   : 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllSources, ConvertSource,
     ::testing::Combine(::testing::Range(0, static_cast<int>(sizeof kSources / sizeof kSources[0])),
                        ::testing::Values(DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q5,
-                                         DType::Q4K, DType::Q5K, DType::Q6K)),
+                                         DType::Q4_1, DType::Q5_1, DType::Q4K, DType::Q5K,
+                                         DType::Q6K)),
     [](const ::testing::TestParamInfo<std::tuple<int, DType>>& i) {
       return std::string(kSources[std::get<0>(i.param)].id) + "_" +
              conv::dtype_name(std::get<1>(i.param));
@@ -205,7 +210,8 @@ TEST(ConvertQuality, RelativeErrorWithinBounds) {
     Converted ref;
     ASSERT_TRUE(convert_mem(path, tok, DType::F32, &ref, &err)) << err;
     ASSERT_EQ(ref.status, RLM_OK) << err;
-    for (DType q : {DType::F16, DType::Q8, DType::Q4, DType::Q5, DType::Q4K, DType::Q5K, DType::Q6K}) {
+    for (DType q : {DType::F16, DType::Q8, DType::Q4, DType::Q5, DType::Q4_1, DType::Q5_1, DType::Q4K,
+                    DType::Q5K, DType::Q6K}) {
       // The K-quant fits are slow under emulation (a minute for all sources): there, only the
       // first source checks them (test_kernels and test_gguf_types check the quantizers too).
       const bool kquant = q == DType::Q4K || q == DType::Q5K || q == DType::Q6K;
@@ -214,6 +220,8 @@ TEST(ConvertQuality, RelativeErrorWithinBounds) {
                            : q == DType::Q8  ? 0.01
                            : q == DType::Q4  ? 0.15
                            : q == DType::Q5  ? 0.08
+                           : q == DType::Q4_1 ? 0.12
+                           : q == DType::Q5_1 ? 0.06
                            : q == DType::Q4K ? 0.1
                            : q == DType::Q5K ? 0.05
                                              : 0.03;

@@ -511,8 +511,8 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
       {2, "q4"},   {8, "q8"},   {6, "q5"},   {20, "q8"},  // Q4_0, Q8_0, Q5_0, IQ4_NL: repacked
       {12, "q4k"}, {13, "q5k"},                          // Q4_K, Q5_K: repacked into their own
       {14, "q6k"}, {11, "q6k"},                          // Q6_K, Q3_K: into Q6K
-      {3, "f32"},  {7, "f32"},  {10, "f32"},
-      {23, "f32"},  // Q4_1, Q5_1, Q2_K, IQ4_XS: d * q + m per 32 in f16, per 16, or 6-bit scales
+      {3, "q4_1"}, {7, "q5_1"},                          // Q4_1, Q5_1: into their own
+      {10, "f32"}, {23, "f32"},  // Q2_K, IQ4_XS: scales and mins per 16, or 6-bit scales
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(conv::ggml_type_name(c.type));
@@ -551,7 +551,7 @@ TEST(GgufKeep, EachTypeGoesToItsSmallestExactEncoding) {
 // on. The relative RMS error of all 2-D weights must not be worse than llama.cpp's (both figures
 // computed here, from the files).
 //
-// Relative RMS error of our quantizer `ours_type` (Q4K, Q5K or Q6K) and of llama.cpp's
+// Relative RMS error of our quantizer `ours_type` (Q4K, Q5K, Q6K, Q4_1 or Q5_1) and of llama.cpp's
 // (rand256.<gguf_type>.gguf, GGUF type id `type_id`) on rand256's 2-D float weights.
 void quantizer_vs_llama_cpp(WeightType ours_type, const char* gguf_type, uint32_t type_id,
                             double* ours, double* theirs) {
@@ -575,12 +575,18 @@ void quantizer_vs_llama_cpp(WeightType ours_type, const char* gguf_type, uint32_
     ASSERT_TRUE(rt.load_f32(&theirs_v, &err)) << err;
     const size_t cols = src[i].ne[0], rows = src[i].ne[1];
     std::vector<uint8_t> qs(padded_cols(cols) / 2), high(padded_cols(cols) / 4);  // Q5K: / 8
-    std::vector<uint16_t> dm(2 * q4k_supers(cols));
+    std::vector<uint16_t> dm(2 * std::max<size_t>(q4k_supers(cols), padded_cols(cols) / 32));
     std::vector<uint8_t> subs(16 * q4k_supers(cols));
     std::vector<float> back(cols);
     for (size_t r = 0; r < rows; ++r) {
       const float* row = x.data() + r * cols;
-      if (ours_type == WeightType::Q6K) {
+      if (ours_type == WeightType::Q4_1) {
+        quantize_row_q4_1(row, cols, qs.data(), dm.data());
+        dequantize_row_q4_1(qs.data(), dm.data(), cols, back.data());
+      } else if (ours_type == WeightType::Q5_1) {
+        quantize_row_q5_1(row, cols, qs.data(), high.data(), dm.data());
+        dequantize_row_q5_1(qs.data(), high.data(), dm.data(), cols, back.data());
+      } else if (ours_type == WeightType::Q6K) {
         int8_t* sc = reinterpret_cast<int8_t*>(subs.data());
         quantize_row_q6k(row, cols, qs.data(), high.data(), dm.data(), sc);
         dequantize_row_q6k(qs.data(), high.data(), dm.data(), sc, cols, back.data());
@@ -634,6 +640,101 @@ TEST(GgufTypes, Q6kQuantizerIsAsGoodAsLlamaCpps) {
   EXPECT_LE(ours, theirs);
 }
 
+// Q4_1 / Q5_1 (--quant q4_1 / q5_1 from float sources): llama.cpp's own rule (quantize_row_q4_1_ref
+// / q5_1_ref, what llama-quantize runs without an importance matrix: rand256.Q4_1.gguf /
+// Q5_1.gguf), with each level chosen against the f16-rounded d and m: never worse, value by value.
+TEST(GgufTypes, Q4_1AndQ5_1QuantizersAreAsGoodAsLlamaCpps) {
+  if (ringlm_test::shared_path("gguf-types").empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
+  for (WeightType t : {WeightType::Q4_1, WeightType::Q5_1}) {
+    const bool five = t == WeightType::Q5_1;
+    double ours = 0, theirs = 0;
+    ASSERT_NO_FATAL_FAILURE(
+        quantizer_vs_llama_cpp(t, five ? "Q5_1" : "Q4_1", five ? 7 : 3, &ours, &theirs));
+    printf("[%s] relative RMS error of rand256's 2-D weights: ringlm %s %.5f, llama.cpp %s %.5f\n",
+           five ? "q5_1" : "q4_1", five ? "q5_1" : "q4_1", ours, five ? "Q5_1" : "Q4_1", theirs);
+    EXPECT_GT(ours, 0.0);
+    EXPECT_LE(ours, theirs);
+  }
+}
+
+// GGUF Q4_1 / Q5_1 kept bit for bit: rand256's (every 2-D tensor of the type) and TinyStories'
+// llama.cpp presets' (its Q4_1 / Q5_1 files, and Q5_K_M's Q5_1 fallbacks) stored as q4_1 / q5_1
+// under --quant keep and under --quant q4_1 / q5_1, whose values, decoded by the runtime, have
+// the SHA-256 the data set recorded for llama.cpp's dequantization (every tensor, the F32 norms
+// included). --quant q8 re-quantizes them as before.
+TEST(GgufKeep, Q4_1AndQ5_1AreKeptBitForBit) {
+  const std::string dir = ringlm_test::shared_path("gguf-types");
+  if (dir.empty()) GTEST_SKIP() << "../shared/gguf-types is absent";
+  struct Case {
+    const char* file;
+    const char* type;  // the GGUF type kept
+    DType quant;       // --quant besides keep
+  };
+  const Case cases[] = {{"rand256.Q4_1", "Q4_1", DType::Q4_1},
+                        {"rand256.Q5_1", "Q5_1", DType::Q5_1},
+                        {"tinystories-656k.Q4_1", "Q4_1", DType::Q4_1},
+                        {"tinystories-656k.Q5_K_M", "Q5_1", DType::Q5_1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    std::string json_text, err;
+    ASSERT_TRUE(ringlm_test::read_file(dir + "/" + c.file + ".dequant.json", &json_text));
+    std::map<std::string, nlohmann::json> ref;
+    for (const nlohmann::json& r : nlohmann::json::parse(json_text)) ref[r["name"].get<std::string>()] = r;
+    conv::ConvertOptions o;
+    o.source = dir + "/" + c.file + ".gguf";
+    conv::ModelData md;
+    ASSERT_TRUE(conv::load_source(o, &md, &err)) << err;
+    for (int keep = 1; keep >= 0; --keep) {
+      SCOPED_TRACE(keep ? "keep" : conv::dtype_name(c.quant));
+      std::vector<uint8_t> bytes;
+      std::ostringstream log;
+      ASSERT_TRUE(conv::build_model_bytes(md, c.quant, &bytes, &err, &log, false, false, keep != 0))
+          << err;
+      ringlm_test::AlignedBuffer buf;
+      buf.assign(bytes.data(), bytes.size());
+      std::unique_ptr<ModelImpl> m(new ModelImpl());
+      ASSERT_EQ(model_open(buf.data(), buf.size(), m.get()), RLM_OK) << m->error;
+      EXPECT_EQ(m->root->format_version(), 5u);
+      const std::string want = conv::dtype_name(c.quant);
+      uint32_t kept = 0;
+      for (const fb::Tensor* t : *m->root->tensors()) {
+        const std::string name = t->name()->str();
+        SCOPED_TRACE(name);
+        ASSERT_TRUE(ref.count(name));
+        const nlohmann::json& r = ref[name];
+        const std::vector<float> v = tensor_values(*m, t);
+        if (r["type"] == c.type) {
+          EXPECT_EQ(conv::dtype_name(t->dtype()), want);
+          ++kept;
+        } else if (!keep && t->shape()->size() == 2) {
+          continue;  // another type (Q8_0) re-quantized into the target: not the source's values
+        }
+        ringlm_test::Sha256 h;
+        h.update(v.data(), v.size() * 4);
+        EXPECT_EQ(h.hex(), r["full"]["sha256"].get<std::string>());
+      }
+      EXPECT_GE(kept, 12u);
+      // Q4_1's blocks are copied (d, m and the nibbles as they are), Q5_1's repacked (the fifth
+      // bits into their plane); the per-tensor lines say so.
+      EXPECT_TRUE(contains(log.str(), std::string(c.type) + "    -> " + want + "  " +
+                                          (c.type[1] == '4' ? "copied" : "repacked") +
+                                          " without re-quantization"))
+          << log.str();
+    }
+  }
+  // --quant q8 keeps today's behaviour: Q5_1 has no exact q8 form, so it is re-quantized.
+  conv::ConvertOptions o;
+  o.source = dir + "/rand256.Q5_1.gguf";
+  conv::ModelData md;
+  std::string err;
+  ASSERT_TRUE(conv::load_source(o, &md, &err)) << err;
+  std::vector<uint8_t> bytes;
+  std::ostringstream log;
+  ASSERT_TRUE(conv::build_model_bytes(md, DType::Q8, &bytes, &err, &log)) << err;
+  EXPECT_TRUE(contains(log.str(), "  blk.0.attn_q.weight                  Q5_1    -> q8   re-quantized"))
+      << log.str();
+}
+
 // Every file of ../shared/gguf-types (IQ3 extras aside) converts with keep into a model holding
 // its exact values; the K-quant presets' fallback types land where the rules say.
 TEST(GgufKeep, EveryReferenceFileConvertsLosslessly) {
@@ -665,7 +766,15 @@ TEST(GgufKeep, EveryReferenceFileConvertsLosslessly) {
       EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "q5");
       EXPECT_EQ(r.dtype_of["blk.1.ffn_down.weight"], "q8");
     }
-    if (f == "tinystories-656k.Q5_K_M") EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "f32");  // Q5_1
+    if (f == "tinystories-656k.Q5_K_M") EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "q5_1");  // Q5_1
+    if (f == "tinystories-656k.Q4_1") {
+      EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "q4_1");
+      EXPECT_TRUE(contains(r.log, "Q4_1    -> q4_1  copied without re-quantization")) << r.log;
+    }
+    if (f == "tinystories-656k.Q5_1") {
+      EXPECT_EQ(r.dtype_of["blk.0.ffn_up.weight"], "q5_1");
+      EXPECT_TRUE(contains(r.log, "Q5_1    -> q5_1  repacked without re-quantization")) << r.log;
+    }
   }
 }
 

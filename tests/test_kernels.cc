@@ -125,6 +125,59 @@ TEST(Quant, Q5RowErrorIsHalfQ4sAndPaddingIsZero) {
   }
 }
 
+// One row of q4_1 or q5_1: its planes (schema/model.fbs) and the values they decode to.
+struct AsymRow {
+  std::vector<uint8_t> qs, high;
+  std::vector<uint16_t> dm;  // (groups, 2) d, m
+  std::vector<float> back;
+  AsymRow(const std::vector<float>& x, bool five)
+      : qs(padded_cols(x.size()) / 2), high(padded_cols(x.size()) / 8),
+        dm(padded_cols(x.size()) / 16), back(x.size()) {
+    if (five) {
+      quantize_row_q5_1(x.data(), x.size(), qs.data(), high.data(), dm.data());
+      dequantize_row_q5_1(qs.data(), high.data(), dm.data(), x.size(), back.data());
+    } else {
+      quantize_row_q4_1(x.data(), x.size(), qs.data(), dm.data());
+      dequantize_row_q4_1(qs.data(), dm.data(), x.size(), back.data());
+    }
+  }
+  int level(size_t c) const {
+    return q5k_level(qs.data() + (c / 32) * 16, high.data() + (c / 32) * 4, c % 32);
+  }
+};
+
+// q4_1 / q5_1 (GGUF Q4_1's / Q5_1's rule: m = min, d = range / 15 or 31): the error on Gaussian
+// rows is 4- / 5-bit rounding's; each group's min and max are stored exactly up to f16 rounding;
+// rows of values far from 0 (where a symmetric grid spends its levels on the sign) keep their
+// resolution; padding holds q = 0; NaN quantizes as q = 0 and near-float-limit rows stay
+// defined (UBSan checks the casts).
+TEST(Quant, Q4_1AndQ5_1RowErrorsAndPadding) {
+  for (bool five : {false, true}) {
+    SCOPED_TRACE(five ? "q5_1" : "q4_1");
+    for (size_t cols : {32u, 172u, 576u}) {
+      const std::vector<float> x = random_vec(cols, static_cast<uint32_t>(cols) + 11);
+      const AsymRow q(x, five);
+      EXPECT_LT(rel_rmse(x, q.back), five ? 0.05 : 0.1) << cols;
+      for (size_t c = 0; c < cols; ++c) {
+        const float d = fp16_to_f32(q.dm[2 * (c / 32)]);
+        EXPECT_LE(fabsf(q.back[c] - x[c]), 0.5f * d * 1.01f + 1e-3f * fabsf(x[c])) << c;
+      }
+      for (size_t c = cols; c < padded_cols(cols); ++c) EXPECT_EQ(q.level(c), 0) << c;
+    }
+    // Values in [10, 10.5]: the asymmetric grid spends every level on the range.
+    std::vector<float> x(64);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 10.0f + 0.5f * static_cast<float>(i % 32) / 31.0f;
+    const AsymRow q(x, five);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(q.back[i], x[i], five ? 0.012 : 0.025) << i;
+    for (std::vector<float> e : extreme_rows()) {
+      e[5] = NAN;
+      const AsymRow r(e, five);
+      EXPECT_EQ(r.level(5), 0);
+      for (size_t c = 0; c < e.size(); ++c) EXPECT_LE(r.level(c), five ? 31 : 15);
+    }
+  }
+}
+
 // One row of q5k: its planes (schema/model.fbs) and the values they decode to.
 struct Q5kRow {
   std::vector<uint8_t> qs, high, subs;
@@ -312,6 +365,54 @@ TEST(KernelsRef, Q6kMatmulMatchesDoubleOracle) {
     std::vector<float> y(size_t{n} * rows, -1.0f);
     k->matmul_q6k(v, QuantActs{xq.data(), xs.data(), cp}, n, y.data(), 0, rows);
     expect_matches_double_oracle(y, wd, xq, xs, rows, cols, n);
+  }
+}
+
+// The reference Q4_1 / Q5_1 matmuls against a double oracle over the dequantized values and
+// activations (the min term through QuantActs.sums, as the matmul layer fills it).
+TEST(KernelsRef, Q4_1AndQ5_1MatmulsMatchDoubleOracle) {
+  const KernelTable* k = kernels_ref();
+  for (bool five : {false, true}) {
+    SCOPED_TRACE(five ? "q5_1" : "q4_1");
+    for (uint32_t cols : {32u, 172u, 1000u}) {
+      const uint32_t rows = 11, n = 3;
+      const uint32_t cp = static_cast<uint32_t>(padded_cols(cols));
+      // Offset weights: the min term matters.
+      std::vector<float> w = random_vec(size_t{rows} * cols, cols + 17, 0.1f);
+      for (float& v : w) v += 0.05f;
+      const std::vector<float> x = random_vec(size_t{n} * cols, cols + 18);
+      std::vector<int8_t> xq(n * cp);
+      std::vector<float> xs(n * cp / 32), sums(n * cp / 32);
+      k->quantize_acts(x.data(), n, cols, cp, xq.data(), xs.data());
+      for (size_t g = 0; g < sums.size(); ++g) {
+        int32_t sum = 0;
+        for (uint32_t j = 0; j < 32; ++j) sum += xq[g * 32 + j];
+        sums[g] = xs[g] * static_cast<float>(sum);
+      }
+      std::vector<uint8_t> qs(size_t{rows} * cp / 2), high(size_t{rows} * cp / 8);
+      std::vector<uint16_t> dm(size_t{rows} * cp / 16);
+      std::vector<float> wd(size_t{rows} * cols);
+      for (uint32_t r = 0; r < rows; ++r) {
+        const AsymRow q(std::vector<float>(w.begin() + size_t{r} * cols, w.begin() + size_t{r + 1} * cols),
+                        five);
+        memcpy(qs.data() + size_t{r} * cp / 2, q.qs.data(), cp / 2);
+        memcpy(high.data() + size_t{r} * cp / 8, q.high.data(), cp / 8);
+        memcpy(dm.data() + size_t{r} * cp / 16, q.dm.data(), cp / 8);
+        memcpy(wd.data() + size_t{r} * cols, q.back.data(), cols * 4);
+      }
+      WeightView v;
+      v.type = five ? WeightType::Q5_1 : WeightType::Q4_1;
+      v.rows = rows;
+      v.cols = cols;
+      v.row_stride = cp;
+      v.data = qs.data();
+      v.high = five ? high.data() : nullptr;
+      v.scales = dm.data();
+      std::vector<float> y(size_t{n} * rows, -1.0f);
+      (five ? k->matmul_q5_1 : k->matmul_q4_1)(v, QuantActs{xq.data(), xs.data(), cp, sums.data()}, n,
+                                                y.data(), 0, rows);
+      expect_matches_double_oracle(y, wd, xq, xs, rows, cols, n);
+    }
   }
 }
 

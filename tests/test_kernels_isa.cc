@@ -5,8 +5,9 @@
 // Tolerances (what differs from ref is only float summation order and fused multiply-adds):
 //   quantize_acts                bit-exact (qs and scales)
 //   matmul_q8 / matmul_q4        |y - ref| <= 1e-5 * sum_g |w_scale_g x_scale_g| sum_j |w_j x_j|
-//   / matmul_q4k / matmul_q5k    (q4k, q5k: + sum_g |min_g x_sum_g|, their min term; q6k: per 16
-//   / matmul_q6k / matmul_q5     values)
+//   / matmul_q4k / matmul_q5k    (q4k, q5k, q4_1, q5_1: + sum_g |min_g x_sum_g|, their min term;
+//   / matmul_q6k / matmul_q5     q6k: per 16 values)
+//   / matmul_q4_1 / matmul_q5_1
 //                                (int32 partial dot products are exact; only the scaled sum is
 //                                reordered). And bit-exact with unit scales while every partial
 //                                sum stays below 2^24 (all float sums exact): the integer dot
@@ -94,10 +95,11 @@ struct QuantCase {
   std::vector<int8_t> xq;
   std::vector<float> xs;
   std::vector<uint8_t> subs;  // Q4K/Q5K: (rows, supers, 16) sc[8], m[8]; scales: (rows, supers,
-                              // 2); Q6K: (rows, supers, 16) int8 sc; scales: (rows, supers) d
-  std::vector<uint8_t> high;  // Q6K: (rows, stride / 4) the high 2 bits; Q5K/Q5: (rows, stride /
-                              // 8) the fifth bits
-  std::vector<float> sums;    // Q4K/Q5K: (n, groups) xs * sum of the group's xq
+                              // 2); Q6K: (rows, supers, 16) int8 sc; scales: (rows, supers) d;
+                              // Q4_1/Q5_1: none; scales: (rows, stride / 32, 2) d, m
+  std::vector<uint8_t> high;  // Q6K: (rows, stride / 4) the high 2 bits; Q5K/Q5/Q5_1: (rows,
+                              // stride / 8) the fifth bits
+  std::vector<float> sums;    // (n, groups) xs * sum of the group's xq (Q4K/Q5K/Q4_1/Q5_1's)
   uint32_t n_tok;
 
   uint32_t supers() const { return (stride / 32 + 7) / 8; }
@@ -108,12 +110,12 @@ struct QuantCase {
     data.resize(bytes);
     std::uniform_int_distribution<int> byte(0, 255);
     for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-    if (t == WeightType::Q6K || t == WeightType::Q5K || t == WeightType::Q5) {
+    if (t == WeightType::Q6K || t == WeightType::Q5K || t == WeightType::Q5 || t == WeightType::Q5_1) {
       high.resize(size_t{rows} * stride / (t == WeightType::Q6K ? 4 : 8));
       for (uint8_t& b : high) b = static_cast<uint8_t>(byte(rng));
     }
     // Padding past cols holds zeros, as the encodings require (Q6K: q = 32, high bits 2; Q5:
-    // q = 16, fifth bit 1).
+    // q = 16, fifth bit 1; Q4_1 / Q5_1: q = 0, whose value m meets zero activations).
     for (uint32_t row = 0; row < rows; ++row) {
       for (uint32_t col = cols; col < stride; ++col) {
         if (t == WeightType::Q8) {
@@ -127,7 +129,7 @@ struct QuantCase {
           uint8_t& h = high[size_t{row} * stride / 4 + (col / 32) * 8 + j % 8];
           h = static_cast<uint8_t>((h & ~(3u << shift)) | (2u << shift));
         }
-        if (t == WeightType::Q5K || t == WeightType::Q5) {
+        if (t == WeightType::Q5K || t == WeightType::Q5 || t == WeightType::Q5_1) {
           const uint32_t j = col % 32;
           uint8_t& h = high[size_t{row} * stride / 8 + (col / 32) * 4 + j % 4];
           h = static_cast<uint8_t>((h & ~(1u << (j / 4))) | (t == WeightType::Q5 ? 1u << (j / 4) : 0u));
@@ -153,6 +155,8 @@ struct QuantCase {
         const uint32_t g = static_cast<uint32_t>((i / 16) % supers()) * 8 + (i % 16) / 2;
         subs[i] = g < stride / 32 ? static_cast<uint8_t>(byte(rng)) : 0;
       }
+    } else if (t == WeightType::Q4_1 || t == WeightType::Q5_1) {
+      scales.resize(size_t{rows} * stride / 32 * 2);  // random d and m (any sign)
     } else {
       scales.resize(size_t{rows} * stride / 32);
     }
@@ -164,7 +168,7 @@ struct QuantCase {
     make_sums();
   }
 
-  void make_sums() {  // what the matmul layer computes for a Q4K run
+  void make_sums() {  // what the matmul layer computes for a Q4K / Q5K / Q4_1 / Q5_1 run
     sums.resize(xs.size());
     for (size_t i = 0; i < xs.size(); ++i) {
       int32_t sum = 0;
@@ -182,7 +186,8 @@ struct QuantCase {
     v.cols = cols;
     v.row_stride = stride;
     if (type == WeightType::Q4K || type == WeightType::Q5K || type == WeightType::Q6K) v.subs = subs.data();
-    if (type == WeightType::Q6K || type == WeightType::Q5K || type == WeightType::Q5) v.high = high.data();
+    if (type == WeightType::Q6K || type == WeightType::Q5K || type == WeightType::Q5 || type == WeightType::Q5_1)
+      v.high = high.data();
     return v;
   }
   QuantActs acts(uint32_t tok0 = 0) const {
@@ -200,23 +205,25 @@ struct QuantCase {
       return q5k_level(data.data() + size_t{r} * stride / 2 + (c / 32) * 16,
                        high.data() + size_t{r} * stride / 8 + (c / 32) * 4, c % 32) - 16;
     }
-    if (type == WeightType::Q5K) {
+    if (type == WeightType::Q5K || type == WeightType::Q5_1) {
       return q5k_level(data.data() + size_t{r} * stride / 2 + (c / 32) * 16,
                        high.data() + size_t{r} * stride / 8 + (c / 32) * 4, c % 32);
     }
-    if (type == WeightType::Q4K) {
+    if (type == WeightType::Q4K || type == WeightType::Q4_1) {
       const uint8_t b = data[size_t{r} * stride / 2 + (c / 32) * 16 + (c % 32) % 16];
       return (c % 32) < 16 ? (b & 15) : (b >> 4);
     }
     return q4_get(data.data() + size_t{r} * stride / 2 + (c / 32) * 16, c % 32);
   }
-  // Group g's weight scale (Q4K/Q5K: d * sc; Q6K: of value j's sub-block) and min (Q4K/Q5K:
-  // dmin * m; 0 otherwise).
+  bool dm_pairs() const { return type == WeightType::Q4_1 || type == WeightType::Q5_1; }
+  // Group g's weight scale (Q4K/Q5K: d * sc; Q6K: of value j's sub-block; Q4_1/Q5_1: d) and min
+  // (Q4K/Q5K: dmin * m; Q4_1/Q5_1: m; 0 otherwise).
   float w_scale(uint32_t r, uint32_t g, uint32_t j = 0) const {
     if (type == WeightType::Q6K) {
       const size_t sb = size_t{r} * supers() + g / 8;
       return fp16_to_f32(scales[sb]) * static_cast<int8_t>(subs[16 * sb + 2 * (g % 8) + j / 16]);
     }
+    if (dm_pairs()) return fp16_to_f32(scales[2 * (size_t{r} * stride / 32 + g)]);
     if (type != WeightType::Q4K && type != WeightType::Q5K) {
       return fp16_to_f32(scales[size_t{r} * stride / 32 + g]);
     }
@@ -224,6 +231,7 @@ struct QuantCase {
     return fp16_to_f32(scales[2 * sb]) * subs[16 * sb + g % 8];
   }
   float w_min(uint32_t r, uint32_t g) const {
+    if (dm_pairs()) return fp16_to_f32(scales[2 * (size_t{r} * stride / 32 + g) + 1]);
     if (type != WeightType::Q4K && type != WeightType::Q5K) return 0.0f;
     const size_t sb = size_t{r} * supers() + g / 8;
     return fp16_to_f32(scales[2 * sb + 1]) * subs[16 * sb + 8 + g % 8];
@@ -245,7 +253,8 @@ struct QuantCase {
   }
   // Unit scales and full-range activations (-127..127): results are exact integers. Q4K / Q5K:
   // d = dmin = 1 with levels 0..3, so a group adds at most 3 * 31 * 127 * 32 + 3 * 127 * 32; Q6K:
-  // d = 1 with sc in [-3, 3], at most 3 * 32 * 127 * 32.
+  // d = 1 with sc in [-3, 3], at most 3 * 32 * 127 * 32; Q4_1 / Q5_1: d = m = 1, at most
+  // 31 * 127 * 32 + 127 * 32.
   void unit_scales(std::mt19937& rng) {
     for (uint16_t& s : scales) s = 0x3c00;  // 1.0
     for (float& s : xs) s = 1.0f;
@@ -312,11 +321,13 @@ QuantFn quant_fn(const KernelTable* k, WeightType t) {
          : t == WeightType::Q4K ? k->matmul_q4k
          : t == WeightType::Q5K ? k->matmul_q5k
          : t == WeightType::Q5  ? k->matmul_q5
+         : t == WeightType::Q4_1 ? k->matmul_q4_1
+         : t == WeightType::Q5_1 ? k->matmul_q5_1
                                 : k->matmul_q6k;
 }
 
 void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : type == WeightType::Q4K ? 44 : type == WeightType::Q5K ? 55 : type == WeightType::Q5 ? 5 : 66);
+  std::mt19937 rng(type == WeightType::Q8 ? 8 : type == WeightType::Q4 ? 4 : type == WeightType::Q4K ? 44 : type == WeightType::Q5K ? 55 : type == WeightType::Q5 ? 5 : type == WeightType::Q4_1 ? 41 : type == WeightType::Q5_1 ? 51 : 66);
   int checked = 0;
   for (const Shape& s : matmul_shapes()) {
     const QuantCase qc(rng, type, s.rows, s.cols, s.n);
@@ -341,12 +352,12 @@ void test_quant_matmul(const KernelTable* k, const KernelTable* ref, WeightType 
   EXPECT_GT(checked, 1000);
 }
 
-// With unit scales every partial sum is an integer below 2^24 (q8, q4k, q6k: cols <= 1024, q4: any),
-// so every summation order gives the same float: ISA == ref bit for bit.
+// With unit scales every partial sum is an integer below 2^24 (q8, q4k, q6k: cols <= 1024; q4,
+// q4_1: any), so every summation order gives the same float: ISA == ref bit for bit.
 void test_quant_exact(const KernelTable* k, const KernelTable* ref, WeightType type) {
-  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : type == WeightType::Q4K ? 441 : type == WeightType::Q5K ? 551 : type == WeightType::Q5 ? 51 : 661);
+  std::mt19937 rng(type == WeightType::Q8 ? 81 : type == WeightType::Q4 ? 41 : type == WeightType::Q4K ? 441 : type == WeightType::Q5K ? 551 : type == WeightType::Q5 ? 51 : type == WeightType::Q4_1 ? 411 : type == WeightType::Q5_1 ? 511 : 661);
   for (const Shape& s : matmul_shapes()) {
-    if (type != WeightType::Q4 && s.cols > 1024) continue;
+    if (type != WeightType::Q4 && type != WeightType::Q4_1 && s.cols > 1024) continue;
     QuantCase qc(rng, type, s.rows, s.cols, s.n);
     qc.unit_scales(rng);
     const WeightView v = qc.view();
@@ -414,7 +425,8 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
       std::vector<uint16_t> wh;
       const bool quant = type == WeightType::Q8 || type == WeightType::Q4 ||
                          type == WeightType::Q4K || type == WeightType::Q5K ||
-                         type == WeightType::Q6K || type == WeightType::Q5;
+                         type == WeightType::Q6K || type == WeightType::Q5 ||
+                         type == WeightType::Q4_1 || type == WeightType::Q5_1;
       QuantCase qc(rng, quant ? type : WeightType::Q8, rows, cols, n);
       if (quant) {
         v = qc.view();
@@ -457,8 +469,8 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
 
 TEST_P(KernelsIsa, MatmulExactRowsEqualOneRowCalls) {
   for (WeightType t :
-       {WeightType::Q8, WeightType::Q4, WeightType::Q5, WeightType::Q4K, WeightType::Q5K, WeightType::Q6K, WeightType::F32,
-        WeightType::F16}) {
+       {WeightType::Q8, WeightType::Q4, WeightType::Q5, WeightType::Q4_1, WeightType::Q5_1, WeightType::Q4K,
+        WeightType::Q5K, WeightType::Q6K, WeightType::F32, WeightType::F16}) {
     SCOPED_TRACE(static_cast<int>(t));
     test_exact_rows(k_, t);
   }
@@ -470,6 +482,10 @@ TEST_P(KernelsIsa, MatmulQ8ExactIntegers) { test_quant_exact(k_, ref_, WeightTyp
 TEST_P(KernelsIsa, MatmulQ4ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4); }
 TEST_P(KernelsIsa, MatmulQ5) { test_quant_matmul(k_, ref_, WeightType::Q5); }
 TEST_P(KernelsIsa, MatmulQ5ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q5); }
+TEST_P(KernelsIsa, MatmulQ4_1) { test_quant_matmul(k_, ref_, WeightType::Q4_1); }
+TEST_P(KernelsIsa, MatmulQ4_1ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4_1); }
+TEST_P(KernelsIsa, MatmulQ5_1) { test_quant_matmul(k_, ref_, WeightType::Q5_1); }
+TEST_P(KernelsIsa, MatmulQ5_1ExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q5_1); }
 TEST_P(KernelsIsa, MatmulQ4K) { test_quant_matmul(k_, ref_, WeightType::Q4K); }
 TEST_P(KernelsIsa, MatmulQ4KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q4K); }
 TEST_P(KernelsIsa, MatmulQ5K) { test_quant_matmul(k_, ref_, WeightType::Q5K); }
@@ -785,6 +801,7 @@ TEST(KernelsSelect, OverridesAndAvailability) {
   for (size_t i = 0; i < nc; ++i) {
     const KernelTable* t = all[i];
     EXPECT_TRUE(t->matmul_f32 && t->matmul_f16 && t->matmul_q8 && t->matmul_q4 && t->matmul_q4k && t->matmul_q6k && t->matmul_q5k && t->matmul_q5 &&
+                t->matmul_q4_1 && t->matmul_q5_1 &&
                 t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
                 t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8 && t->attn_dot_n &&
                 t->attn_accum_n)

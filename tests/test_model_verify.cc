@@ -436,7 +436,8 @@ void expect_header_mutation(const std::function<void(Header&)>& mutate, Status w
 // ---- baseline --------------------------------------------------------------------------------
 
 TEST(ModelVerify, GoodModelsOpenAndRebuildRoundTrips) {
-  for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q5, DType::Q4K, DType::Q5K, DType::Q6K}) {
+  for (DType q : {DType::F32, DType::F16, DType::Q8, DType::Q4, DType::Q5, DType::Q4_1, DType::Q5_1,
+                  DType::Q4K, DType::Q5K, DType::Q6K}) {
     for (bool tied : {false, true}) {
       const std::vector<uint8_t> file = build(make_model(small_shape(tied)), q);
       EXPECT_STATUS(file, RLM_OK);
@@ -580,6 +581,11 @@ TEST(ModelVerify, WrongVersion) {
     expect_header_mutation([](Header& h) { h.format_version = 4; }, RLM_OK, small_shape(), q);
     expect_header_mutation([](Header& h) { h.format_version = 3; }, RLM_ERR_MODEL_TENSOR, small_shape(), q);
   }
+  // A q4_1 or q5_1 tensor needs version 5.
+  for (DType q : {DType::Q4_1, DType::Q5_1}) {
+    expect_header_mutation([](Header& h) { h.format_version = 5; }, RLM_OK, small_shape(), q);
+    expect_header_mutation([](Header& h) { h.format_version = 4; }, RLM_ERR_MODEL_TENSOR, small_shape(), q);
+  }
   expect_header_mutation([](Header& h) { h.format_version = 0; }, RLM_ERR_MODEL_VERSION);
   expect_header_mutation([](Header& h) { h.format_version = 0xffffffffu; }, RLM_ERR_MODEL_VERSION);
 }
@@ -692,7 +698,7 @@ TEST(ModelVerify, WrongTensorSizeDtypeShape) {
   expect_header_mutation([](Header& h) { h.tensors[1].size += 64; }, T);
   expect_header_mutation([](Header& h) { h.tensors[0].size = UINT64_MAX; }, T);
   expect_header_mutation([](Header& h) { h.tensors[0].size = 0; }, T);
-  expect_header_mutation([](Header& h) { h.tensors[0].dtype = 9; }, T);
+  expect_header_mutation([](Header& h) { h.tensors[0].dtype = 10; }, T);  // no such dtype
   expect_header_mutation([](Header& h) { h.tensors[0].role = 250; }, T);
   expect_header_mutation([](Header& h) { h.tensors[0].group_size = 16; }, T);
   expect_header_mutation([](Header& h) { h.tensors[0].has_shape = false; }, T);

@@ -1,5 +1,5 @@
-// ringlm convert SOURCE [--tokenizer FILE] [--quant f32|f16|q8|q4|q5|q4k|q5k|q6k|q4k_m|q5k_m|keep]
-//   -o OUT
+// ringlm convert SOURCE [--tokenizer FILE]
+//   [--quant f32|f16|q8|q4|q5|q4_1|q5_1|q4k|q5k|q6k|q4k_m|q5k_m|keep] -o OUT
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +19,8 @@ namespace {
 void usage(FILE* f) {
   fprintf(f,
           "usage: ringlm convert SOURCE [--tokenizer FILE]\n"
-          "                      [--quant f32|f16|q8|q4|q5|q4k|q5k|q6k|q4k_m|q5k_m|keep] -o OUT\n"
+          "                      [--quant f32|f16|q8|q4|q5|q4_1|q5_1|q4k|q5k|q6k|q4k_m|q5k_m|keep]\n"
+          "                      -o OUT\n"
           "       ringlm convert --synthetic SPEC [--layers N] [--seed S] [--chat FORMAT]\n"
           "                      [--vocab FILE] [--quant ...] -o OUT\n"
           "\n"
@@ -35,26 +36,27 @@ void usage(FILE* f) {
           "\n"
           "options:\n"
           "  --tokenizer FILE   llama2.c tokenizer (tokenizer.bin / tok512.bin)\n"
-          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q5, q4k,\n"
-          "                     q5k, q6k, the mixed presets q4k_m / q5k_m, or keep; norms stay\n"
-          "                     f32. q5: 5-bit with an f16 scale per 32 (GGUF Q5_0's, 5.5 bits).\n"
+          "  --quant TYPE       storage of 2-D weights: f32 (default), f16, q8, q4, q5, q4_1,\n"
+          "                     q5_1, q4k, q5k, q6k, the mixed presets q4k_m / q5k_m, or keep;\n"
+          "                     norms stay f32. q5: 5-bit with an f16 scale per 32 (GGUF\n"
+          "                     Q5_0's, 5.5 bits). q4_1 / q5_1: unsigned 4- / 5-bit with an f16\n"
+          "                     scale and min per 32 (GGUF Q4_1's / Q5_1's, 5 / 6 bits).\n"
           "                     q4k: 4-bit with a 6-bit scale and min per 32 (GGUF Q4_K's\n"
           "                     arithmetic, ~4.6 bits per weight); q5k: the same with 5 bits\n"
           "                     (GGUF Q5_K's, ~5.6 bits); q6k: 6-bit with an int8 scale per 16\n"
           "                     (GGUF Q6_K's, ~6.6 bits); q4k_m / q5k_m: q4k / q5k with the\n"
           "                     output projection and some layers' attention V and FFN down in\n"
           "                     q6k (llama.cpp's Q4_K_M / Q5_K_M rules). GGUF Q8_0 -> q8 and\n"
-          "                     Q4_0 -> q4 are copied, Q5_0 -> q5 (or q8), IQ4_NL -> q8,\n"
-          "                     Q4_K -> q4k,\n"
-          "                     Q5_K -> q5k and Q6_K / Q3_K -> q6k repacked, all without\n"
-          "                     re-quantization; other types are dequantized and re-encoded.\n"
+          "                     Q4_0 -> q4 and Q4_1 -> q4_1 are copied, Q5_0 -> q5 (or q8),\n"
+          "                     Q5_1 -> q5_1, IQ4_NL -> q8, Q4_K -> q4k, Q5_K -> q5k and\n"
+          "                     Q6_K / Q3_K -> q6k repacked, all without re-quantization;\n"
+          "                     other types are dequantized and re-encoded.\n"
           "                     keep: each tensor in the smallest encoding that holds its\n"
           "                     values exactly: Q8_0/IQ4_NL -> q8, Q4_0 -> q4, Q5_0 -> q5,\n"
-          "                     Q4_K -> q4k,\n"
-          "                     Q5_K -> q5k, Q6_K/Q3_K -> q6k, F16 -> f16, F32/BF16/other\n"
-          "                     types -> f16 if\n"
-          "                     every value is an f16 value,\n"
-          "                     else f32 (those are read twice: checked, then written)\n"
+          "                     Q4_1 -> q4_1, Q5_1 -> q5_1, Q4_K -> q4k, Q5_K -> q5k,\n"
+          "                     Q6_K/Q3_K -> q6k, F16 -> f16, F32/BF16/other types -> f16 if\n"
+          "                     every value is an f16 value, else f32 (those are read twice:\n"
+          "                     checked, then written)\n"
           "  -o, --output OUT   output model file (written to a temporary file, verified, renamed;\n"
           "                     an existing OUT must be a writable regular file: directories,\n"
           "                     devices, FIFOs and symbolic links are refused, never replaced)\n"
@@ -114,7 +116,7 @@ int cmd_convert(int argc, char** argv) {
       } else if (ringlm::internal::conv::apply_quant_preset(v, nullptr, &opts.quant)) {
         opts.preset = v;
       } else if (!ringlm::internal::conv::parse_dtype(v, &opts.quant)) {
-        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q5, q4k, q5k, q6k, %s, keep)\n",
+        fprintf(stderr, "ringlm convert: unknown --quant '%s' (f32, f16, q8, q4, q5, q4_1, q5_1, q4k, q5k, q6k, %s, keep)\n",
                 v, ringlm::internal::conv::quant_preset_names());
         return 2;
       }
@@ -176,7 +178,7 @@ int cmd_convert(int argc, char** argv) {
   }
   if (!synthetic.empty() && opts.keep) {
     fprintf(stderr, "ringlm convert: --quant keep keeps a source's encodings; a synthetic model "
-                    "has none (give f32, f16, q8, q4, q5, q4k, q5k, q6k, q4k_m or q5k_m)\n");
+                    "has none (give f32, f16, q8, q4, q5, q4_1, q5_1, q4k, q5k, q6k, q4k_m or q5k_m)\n");
     return 2;
   }
   if (synthetic.empty() && (!chat.empty() || layers || seed != 1 || !vocab.empty())) {

@@ -4,8 +4,8 @@
 // Matmuls walk output rows in tiles (rows outer, tokens inner): a tile of R rows x T tokens keeps
 // R*T accumulators in registers, so each loaded weight block serves T tokens and each activation
 // block R rows. Decode (n = 1) uses 4 rows x 1 token: one pass over the weights, the activation
-// group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q4, Q5) / 4 x 2 (float, Q4K,
-// Q5K) / 4 x 3 (Q6K).
+// group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q4, Q5, Q4_1, Q5_1) / 4 x 2
+// (float, Q4K, Q5K) / 4 x 3 (Q6K).
 //
 // Q8: per 32-group, vpsignb makes |w| (unsigned) and x*sign(w), vpmaddubsw + vpmaddwd give eight
 // exact int32 partial sums (|w| <= 128, |x| <= 127: pair sums stay below 2^15), converted to float
@@ -14,11 +14,14 @@
 // maddubs(u, x) - maddubs(8, x) is the exact signed dot product, the second term shared by all
 // rows of the tile. Q5: the same with u = q = nibble | 16 * fifth bit in [0, 31] (the fifth bits
 // as Q5K's, below) and maddubs(u, x) - maddubs(16, x) (31 * 127 * 2 < 2^15, 16 * 128 * 2 = 4096:
-// neither saturates; QuantTile<true, true>). Q4K: the nibbles are unsigned already, maddubs(q, x)
-// is the dot product; the scales come per super-block (Q4kTile). Q5K: Q4K's walk with each
-// group's fifth bits or'd into its nibbles as 16 (q in [0, 31]: pair sums 31 * 127 * 2 < 2^15;
-// Q4kTile<true>). Q6K: the same over the 6-bit values, offset 32 removed as Q4's 8, the two
-// sub-block scales of a group applied in int16 by vpmaddwd (Q6kTile).
+// neither saturates; QuantTile<true, true>). Q4_1 / Q5_1: Q4's / Q5's walk over q as it is
+// (unsigned: maddubs(q, x) is the dot product, no correction), scaled by d and the min term
+// m * x_sum added per block of 8 groups (QuantTile<true, false / true, true>). Q4K: the nibbles
+// are unsigned already, maddubs(q, x) is the dot product; the scales come per super-block
+// (Q4kTile). Q5K: Q4K's walk with each group's fifth bits or'd into its nibbles as 16 (q in
+// [0, 31]: pair sums 31 * 127 * 2 < 2^15; Q4kTile<true>). Q6K: the same over the 6-bit values,
+// offset 32 removed as Q4's 8, the two sub-block scales of a group applied in int16 by vpmaddwd
+// (Q6kTile).
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -146,25 +149,36 @@ inline __m256i unpack_q5(const uint8_t* p, const uint8_t* h) {
   return _mm256_or_si256(q, unpack_fifth_bits(h));
 }
 
-// The three differ only in the int32 partial sums of a group (see the top of the file):
+// The five differ only in the int32 partial sums of a group (see the top of the file):
 //   Q8: maddubs(|w|, x * sign(w));  Q4: maddubs(u, x) - maddubs(8, x), the second per token;
 //   Q5 (kFive, a Q4 tile: its nibble plane is Q4's shape): maddubs(q, x) - maddubs(16, x), q with
-//   the fifth bits of HI.
+//   the fifth bits of HI;
+//   Q4_1 / Q5_1 (kMin, with Q4 / Q4 and kFive): maddubs(q, x), q unsigned as it is (no offset,
+//   no correction); per block of 8 groups the scales d * x_scale come from the (d, m) pairs and
+//   the min term m * x_sum is added to the accumulator, one fma per row and token
+//   (block_scales_dm).
 // Decode ops per group and row: Q4 8 (vpsrlvq, vpand, vpxor, then vpmaddubsw, vpmaddwd, vpsubd,
 // vcvtdq2ps, vfmadd), Q5 10 (vpand, vpsignb, vpor in place of vpxor; and a broadcast load of the
-// 4 bytes); the correction's 2 per group and token are shared by the tile's rows.
-template <bool Q4, bool kFive = false>
+// 4 bytes); the correction's 2 per group and token are shared by the tile's rows. Q4_1 6 (Q4's
+// without vpxor and vpsubd), Q5_1 9 (Q5's without vpsubd); and per row and block of 8 groups 8
+// for the pairs and the min term (load, vpshufb, vpermq, vextracti128, 2 vcvtph2ps, vmulps,
+// vfmadd) where block_scales takes 2 (vcvtph2ps, vmulps): 7 / 10 ops a group against Q4's 8.25 /
+// Q5's 10.25.
+template <bool Q4, bool kFive = false, bool kMin = false>
 struct QuantTile : QuantMat {
   static_assert(Q4 || !kFive, "Q5 takes Q4's walk");
+  static_assert(Q4 || !kMin, "Q4_1 / Q5_1 take Q4's walk");
   static constexpr bool kQ4 = Q4;
-  // As FloatMat (Q5: the fifth bits and the offset only change the integers, exact either way).
+  // As FloatMat (Q5, Q4_1, Q5_1: the fifth bits and the offset only change the integers, exact
+  // either way; the min term is one fma per block in block order whatever the tile).
   static constexpr bool kShapeInvariant = true;
   static constexpr size_t kGroupBytes = Q4 ? kQuantGroup / 2 : kQuantGroup;
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
-    const uint8_t* Hr = kFive ? HI + r * hi_row_bytes : nullptr;  // Q5: row r's fifth bits
+    const uint8_t* Hr = kFive ? HI + r * hi_row_bytes : nullptr;  // Q5, Q5_1: row r's fifth bits
+    const float* XMt = kMin ? XSUM + t * xs_stride : nullptr;     // Q4_1, Q5_1: token t's sums
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i offset = _mm256_set1_epi8(kFive ? 16 : 8);  // Q4 / Q5: the unsigned offset
     __m256 acc[R][T];
@@ -175,7 +189,17 @@ struct QuantTile : QuantMat {
     alignas(32) float sc[R][T][8];
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
-      block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+      if constexpr (kMin) {
+        block_scales_dm<R, T>(
+            WSr, ws_row, XSt, XMt, xs_stride, gb, nb, sc, acc,
+            [](__m256 m, __m256 xm, __m256 a) { return _mm256_fmadd_ps(m, xm, a); });
+        // The (d, m) plane: 4 bytes a group, as the fifth bits (x86.inc).
+        for (int i = 0; i < R; ++i) {
+          prefetch_fifth_bits(reinterpret_cast<const uint8_t*>(WSr + i * ws_row), gb / 8);
+        }
+      } else {
+        block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+      }
       if constexpr (kFive) {
         // A block's 8 groups of fifth bits are a Q5K super-block's: its prefetch, out of the
         // group loop as there.
@@ -189,6 +213,8 @@ struct QuantTile : QuantMat {
           if (k % (64 / kGroupBytes) == 0) prefetch(p + kPrefetchBytes);  // once per line
           if constexpr (kFive) {
             u[i] = unpack_q5(p, Hr + i * hi_row_bytes + g * (kQuantGroup / 8));
+          } else if constexpr (kMin) {
+            u[i] = unpack_nibbles(p);  // Q4_1: unsigned already
           } else if constexpr (Q4) {
             u[i] = unpack_q4(p);
           } else {
@@ -200,10 +226,14 @@ struct QuantTile : QuantMat {
           const __m256i xv = _mm256_loadu_si256(
               reinterpret_cast<const __m256i*>(Xt + j * x_stride + g * kQuantGroup));
           __m256i corr = _mm256_setzero_si256();
-          if constexpr (Q4) corr = _mm256_madd_epi16(_mm256_maddubs_epi16(offset, xv), ones);
+          if constexpr (Q4 && !kMin) {
+            corr = _mm256_madd_epi16(_mm256_maddubs_epi16(offset, xv), ones);
+          }
           for (int i = 0; i < R; ++i) {
             __m256i d;
-            if constexpr (Q4) {
+            if constexpr (kMin) {
+              d = _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], xv), ones);
+            } else if constexpr (Q4) {
               d = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u[i], xv), ones), corr);
             } else {
               d = _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], _mm256_sign_epi8(xv, wv[i])), ones);
@@ -390,6 +420,9 @@ RINGLM_QUANT_MATMUL(matmul_q8_avx2, 4, 2, 4, QuantTile<false>)
 RINGLM_QUANT_MATMUL(matmul_q4_avx2, 4, 2, 4, QuantTile<true>)
 // As Q4 (the same tile, the fifth bits or'd in).
 RINGLM_QUANT_MATMUL(matmul_q5_avx2, 4, 2, 4, QuantTile<true, true>)
+// As Q4 (the same tile, unsigned nibbles with the (d, m) pairs; Q5_1: and the fifth bits).
+RINGLM_QUANT_MATMUL(matmul_q4_1_avx2, 4, 2, 4, QuantTile<true, false, true>)
+RINGLM_QUANT_MATMUL(matmul_q5_1_avx2, 4, 2, 4, QuantTile<true, true, true>)
 
 // Decode 4 rows x 1 token as Q4; prefill 4 rows x 2 tokens: each row tile reads every token's
 // activations (from L2 at 128 tokens), so 4-row tiles read them half as often as 2 x 4 (SmolLM2

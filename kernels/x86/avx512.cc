@@ -18,6 +18,8 @@
 // Q4K: Q4Quad's walk over unsigned nibbles (no offset), with per-super-block scales (Q4kQuad).
 // Q5K: Q4K's walk with each group's fifth bits merged into its nibbles as 16 (Q4kQuad<true>);
 // Q5: Q4's walk with them (Q4Quad<true>).
+// Q4_1 / Q5_1: Q4's / Q5's walk over q as it is (unsigned: no offset, no correction), scaled by
+// d per group and the min term m * x_sum added per block of 8 groups (Q4Quad<false / true, true>).
 // Q6K: Q4kQuad's walk over the 6-bit values, offset 32 removed per token as Q4's 8, the two
 // sub-block scales of a group applied in integers (Q6kQuad).
 #include "isa.h"
@@ -162,17 +164,24 @@ inline void merge_fifth_bits(__m512i b, const uint8_t* h, uint32_t ng, __m512i* 
 // kFive: Q5, the fifth bits of HI merged into the nibbles (merge_fifth_bits: 6 ops for the 3, 2.75
 // a group in decode) and offset 16 for 8 (31 * 127 fits vpdpbusd's products as 15 * 127 does);
 // else Q4 (HI null, unread).
-template <bool kFive>
+// kMin: Q4_1 (Q4's walk) or Q5_1 (Q5's), q unsigned as it is: no offset and no correction (the
+// int32 accumulator starts at 0), the scales d * x_scale from the (d, m) pairs and the min term
+// m * x_sum added to the accumulator's lower 8 lanes once per block of 8 groups, row and token
+// (block_scales_dm). Decode per group and row: Q4_1 2 as Q4 (vpand, vpsrlw, vpand for Q4's two
+// vpternlogd and vpsrlw), Q5_1 2.75 as Q5; and per block and row 8 for the pairs and the min term
+// where block_scales takes 2: one more op a group than Q4 / Q5 (the pairs are twice the bytes).
+template <bool kFive, bool kMin = false>
 struct Q4Quad : QuantMat {
   static constexpr bool kQ4 = true;
   // Per-element fma order; store_tile512 (the fifth bits and the offset only change the
-  // integers, exact either way).
+  // integers, exact either way; Q4_1 / Q5_1's min term is one fma per block in block order).
   static constexpr bool kShapeInvariant = true;
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
-    const uint8_t* Hr = kFive ? HI + r * hi_row_bytes : nullptr;  // Q5: row r's fifth bits
+    const uint8_t* Hr = kFive ? HI + r * hi_row_bytes : nullptr;  // Q5, Q5_1: row r's fifth bits
+    const float* XMt = kMin ? XSUM + t * xs_stride : nullptr;     // Q4_1, Q5_1: token t's sums
     const __m512i offset = _mm512_set1_epi8(kFive ? 16 : 8);  // Q4 / Q5: the unsigned offset
     const __m512i nib = _mm512_set1_epi8(0x0f);
     const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
@@ -181,7 +190,19 @@ struct Q4Quad : QuantMat {
     alignas(32) float sc[R][T][8];
     for (uint32_t gb = 0; gb < groups; gb += 8) {
       const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
-      block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+      if constexpr (kMin) {
+        block_scales_dm<R, T>(WSr, ws_row, XSt, XMt, xs_stride, gb, nb, sc, acc,
+                              [](__m256 m, __m256 xm, __m512 a) {
+                                return _mm512_fmadd_ps(_mm512_zextps256_ps512(m),
+                                                       _mm512_zextps256_ps512(xm), a);
+                              });
+        // The (d, m) plane: 4 bytes a group, as the fifth bits (x86.inc).
+        for (int i = 0; i < R; ++i) {
+          prefetch_fifth_bits(reinterpret_cast<const uint8_t*>(WSr + i * ws_row), gb / 8);
+        }
+      } else {
+        block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+      }
       if constexpr (kFive) {
         // A block's 8 groups of fifth bits are a Q5K super-block's: its prefetch, out of the
         // quad loop as there.
@@ -204,6 +225,9 @@ struct Q4Quad : QuantMat {
           if constexpr (kFive) {
             const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 8);
             merge_fifth_bits(b, h, ng, &ulo[i], &uhi[i]);
+          } else if constexpr (kMin) {  // Q4_1: unsigned already
+            ulo[i] = _mm512_and_si512(b, nib);
+            uhi[i] = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
           } else {
             ulo[i] = _mm512_ternarylogic_epi32(b, nib, offset, 0x6a);  // (b & 0x0f) ^ 8
             uhi[i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(b, 4), nib, offset, 0x6a);
@@ -216,10 +240,13 @@ struct Q4Quad : QuantMat {
                                     : _mm512_maskz_loadu_epi8(xmask_b, xp + 64);
           const __m512i xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
           const __m512i xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
-          const __m512i neg = _mm512_sub_epi32(
-              _mm512_setzero_si512(),
-              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xlo), offset,
-                                  xhi));
+          // Q4 / Q5: the offset's contribution, negated; Q4_1 / Q5_1: none.
+          const __m512i neg =
+              kMin ? _mm512_setzero_si512()
+                   : _mm512_sub_epi32(_mm512_setzero_si512(),
+                                      _mm512_dpbusd_epi32(
+                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xlo),
+                                          offset, xhi));
           for (int i = 0; i < R; ++i) {
             const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, ulo[i], xlo), uhi[i], xhi);
             const __m512 s = _mm512_permutexvar_ps(sidx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][j])));
@@ -628,6 +655,9 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
 RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad<false>)
 // As Q4 (the same tile, the fifth bits merged in).
 RINGLM_QUANT_MATMUL(matmul_q5_avx512, 8, 4, 4, Q4Quad<true>)
+// As Q4 / Q5 (the same tiles over unsigned q, with the (d, m) pairs and the min term).
+RINGLM_QUANT_MATMUL(matmul_q4_1_avx512, 8, 4, 4, Q4Quad<false, true>)
+RINGLM_QUANT_MATMUL(matmul_q5_1_avx512, 8, 4, 4, Q4Quad<true, true>)
 
 namespace {
 

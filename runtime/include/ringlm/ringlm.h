@@ -36,8 +36,9 @@ extern "C" {
 #endif
 
 /* Newest model file format version this library reads (it reads 1 to this). 2 adds the Q4K
- * weight encoding, 3 the Q6K one; writers write the lowest version that holds the file. */
-#define RLM_FORMAT_VERSION 4u
+ * weight encoding, 3 the Q6K one, 4 the Q5K and Q5 ones, 5 the Q4_1 and Q5_1 ones; writers write
+ * the lowest version that holds the file. */
+#define RLM_FORMAT_VERSION 5u
 
 typedef enum rlm_status {
   RLM_OK = 0,
