@@ -87,7 +87,9 @@ constexpr uint32_t kExactRowBlock = 32;  // a multiple of every decode row tile 
 // Activations quantized for Q8/Q4/Q4K/Q5K/Q6K/Q5/Q4_1/Q5_1 matmuls.
 struct QuantActs {
   const int8_t* qs;     // (n, stride) int8, zero past the logical cols
-  const float* scales;  // (n, stride / 32)
+  const float* scales;  // (n, stride / 32); the runtime rounds them to f16 (as llama.cpp's Q8_0
+                        // blocks; runtime/matmul.cc round_act_scales) after quantize_acts, with
+                        // qs those of the unrounded scale
   uint32_t stride;      // padded cols (multiple of 32)
   // (n, stride / 32) scales[g] * (sum of group g's qs), for the min term of Q4K, Q5K, Q4_1 and
   // Q5_1; only the runs that hold such a matrix fill it (null otherwise).

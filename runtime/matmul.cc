@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "kernels/scalar.h"
 #include "quant.h"
 
 namespace ringlm::internal {
@@ -50,6 +51,23 @@ bool is_quant(const WeightView& w) {
 bool needs_sums(const WeightView& w) {
   return w.type == WeightType::Q4K || w.type == WeightType::Q5K || w.type == WeightType::Q4_1 ||
          w.type == WeightType::Q5_1;
+}
+
+// The activations' group scales rounded to f16, as GGUF's Q8_0 blocks hold them: llama.cpp
+// quantizes activations into such blocks for Q8_0 / Q4_0 / Q5_0 weights (and Q8_1, also f16, for
+// Q4_1 / Q5_1), so the same file gives the same dot products here, not ones 2^-12 apart per group
+// that flip greedy text at its near-ties (#18: TinyStories-656K's Q6_K file, all Q8_0 at its
+// width, followed llama.cpp's text for 65 characters with float scales, to the end with these).
+// The int8 values stay those of the unrounded scale, as llama.cpp's. Scales outside f16's normal
+// range keep their float value: a subnormal f16 would lose the scale's precision, an overflow
+// make it infinite (llama.cpp rounds them anyway; a model there is degenerate).
+void round_act_scales(float* scales, size_t count) {
+  constexpr float kMinNormal = 6.103515625e-05f;  // 2^-14
+  constexpr float kMaxHalf = 65504.0f;
+  for (size_t i = 0; i < count; ++i) {
+    const float s = scales[i];
+    if (s >= kMinNormal && s <= kMaxHalf) scales[i] = fp16_to_f32(f32_to_fp16(s));
+  }
 }
 
 // Bytes a matmul reads of `w` (values and, for the quantized types, their scale planes).
@@ -226,6 +244,7 @@ void matmul_run(Matmuls* mm, const float* x, uint32_t n, const MatSlot* slots, f
     const uint32_t cols = job.w[0]->cols;
     const uint32_t stride = static_cast<uint32_t>(padded_cols(cols));
     mm->k->quantize_acts(x, n, cols, stride, mm->xq, mm->xqs);
+    round_act_scales(mm->xqs, static_cast<size_t>(n) * (stride / kQuantGroup));
     job.qa = QuantActs{mm->xq, mm->xqs, stride};
     if (need_sums) {
       // The min term of Q4K, Q5K, Q4_1 and Q5_1: each group's scale times the sum of its int8
