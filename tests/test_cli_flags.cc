@@ -621,22 +621,25 @@ TEST(CliFlags, QuantKAndTheKMPresets) {
   EXPECT_NE(line_of("TokenEmbedding", -1).find(" Q6K "), std::string::npos) << out;
   ASSERT_EQ(run_command(ringlm_bin() + " generate -m " + model + " -p hello -n 4 --temp 0 2>&1", &out), 0)
       << out;
-  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q4k_m -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
+  // bench --synthetic builds each encoding directly: SmolLM2's shape on the host, the small
+  // config under qemu (its 28M-value embedding is seconds of emulated generation per run).
+  const std::string shape = emulated() ? dir + "/config.json" : std::string("smollm2-135m");
+  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic " + shape + " --layers 1 --quant q4k_m -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
                         &out),
             0)
       << out;
   EXPECT_NE(out.find("mixed q6k+q4k"), std::string::npos) << out;
-  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q6k -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
+  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic " + shape + " --layers 1 --quant q6k -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
                         &out),
             0)
       << out;
   EXPECT_NE(out.find(" 1L q6k | "), std::string::npos) << out;
-  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q5k -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
+  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic " + shape + " --layers 1 --quant q5k -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
                         &out),
             0)
       << out;
   EXPECT_NE(out.find(" 1L q5k | "), std::string::npos) << out;
-  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant q5 -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
+  ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic " + shape + " --layers 1 --quant q5 -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
                         &out),
             0)
       << out;
@@ -674,7 +677,9 @@ TEST(CliFlags, QuantQ4_1AndQ5_1) {
     EXPECT_NE(out.find(q[1] == '4' ? " Q4_1 " : " Q5_1 "), std::string::npos) << out;
     ASSERT_EQ(run_command(ringlm_bin() + " generate -m " + model + " -p hello -n 4 --temp 0 2>&1", &out), 0)
         << out;
-    ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic smollm2-135m --layers 1 --quant " + q +
+    // (SmolLM2's shape on the host; the small config under qemu, as QuantKAndTheKMPresets.)
+    const std::string shape = emulated() ? dir + "/config.json" : std::string("smollm2-135m");
+    ASSERT_EQ(run_command(ringlm_bin() + " bench --synthetic " + shape + " --layers 1 --quant " + q +
                               " -p 8 -n 4 -r 1 --bw-mib 0 2>&1",
                           &out),
               0)
