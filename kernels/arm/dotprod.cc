@@ -1,6 +1,8 @@
 // aarch64 ARMv8.2 DotProd kernels (compiled with -march=armv8.2-a+dotprod): sdot sums four int8
-// products per int32 lane, so a 32-group is two sdot per row and token, exact. Everything but the
-// quantized matmuls comes from the baseline NEON table.
+// products per int32 lane, exact. Q8 / Q4 / Q5 run arm/neon.inc's row-lane tiles (LaneTile) with
+// sdot by element, a 32-group of 4 rows and a token in 8 sdot (Sdot::products); Q4K / Q5K take a
+// group in two sdot per row and token (Sdot::dot), Q6K too (Q6kSdot, pairs of groups).
+// Everything but the quantized matmuls comes from the baseline NEON table.
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_A64)
@@ -21,6 +23,27 @@ namespace {
 struct Sdot {
   static int32x4_t dot(int8x16_t a0, int8x16_t a1, int8x16_t b0, int8x16_t b1) {
     return vdotq_s32(vdotq_s32(vdupq_n_s32(0), a0, b0), a1, b1);
+  }
+  // LaneTile's product policy (arm/neon.inc "Row-lane tiles"): a token at a time (one ld1 of
+  // its group), the 4 rows' group in 8 sdot by element.
+  static constexpr int kTokens = 1;
+  template <bool Q4, bool kFive>
+  [[gnu::always_inline]] static void weights(LaneRows<Q4, kFive>& rows, uint8x16_t f,
+                                             int8x16_t* w) {
+    rows.group(f, w);
+  }
+  [[gnu::always_inline]] static void products(const int8x16_t* w, const int8_t** x,
+                                              int32x4_t* s) {
+    int8x16_t x0, x1;
+    lane_token(x[0], &x0, &x1);
+    int32x4_t d = vdotq_laneq_s32(vdupq_n_s32(0), w[0], x0, 0);
+    d = vdotq_laneq_s32(d, w[1], x0, 1);
+    d = vdotq_laneq_s32(d, w[2], x0, 2);
+    d = vdotq_laneq_s32(d, w[3], x0, 3);
+    d = vdotq_laneq_s32(d, w[4], x1, 0);
+    d = vdotq_laneq_s32(d, w[5], x1, 1);
+    d = vdotq_laneq_s32(d, w[6], x1, 2);
+    s[0] = vdotq_laneq_s32(d, w[7], x1, 3);
   }
 };
 
@@ -121,10 +144,10 @@ struct Q6kSdot {
 
 }  // namespace
 
-RINGLM_QUANT_MATMUL(matmul_q8_dotprod, 4, 4, 4, QuantTile<false, Sdot>)
-RINGLM_QUANT_MATMUL(matmul_q4_dotprod, 4, 4, 4, QuantTile<true, Sdot>)
+RINGLM_QUANT_MATMUL(matmul_q8_dotprod, 4, 4, 4, LaneTile<false, Sdot>)
+RINGLM_QUANT_MATMUL(matmul_q4_dotprod, 4, 4, 4, LaneTile<true, Sdot>)
 // Q5: Q4's tiles with the fifth bit (q - 16 in [-16, 15]: sdot's int8 operands as they are).
-RINGLM_QUANT_MATMUL(matmul_q5_dotprod, 4, 4, 4, QuantTile<true, Sdot, true>)
+RINGLM_QUANT_MATMUL(matmul_q5_dotprod, 4, 4, 4, LaneTile<true, Sdot, true>)
 
 void matmul_q4k_dotprod(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                         uint32_t r1) {

@@ -1,10 +1,12 @@
 // aarch64 ARMv8.6 I8MM kernels (compiled with -march=armv8.2-a+dotprod+i8mm). smmla multiplies a
 // 2x8 int8 block of two weight rows by the 8x2 block of two tokens into a 2x2 int32 tile: for
-// prefill (n >= 2) one instruction does the work of four sdot lanes-worth, and the 2x2 result of a
-// 32-group ([r0t0, r0t1, r1t0, r1t1], four smmla) is already fully reduced, so it is scaled by the
-// matching 2x2 scale products in one multiply-add. Decode (n = 1) has one token: the dotprod
-// kernels do it. Tiles: 4 rows (two row pairs) x 2 tokens; an odd last row / token is computed as
-// a pair with itself and only one half stored.
+// prefill (n >= 2) one instruction does the work of two sdot, and a 32-group's 2x2 result (four
+// smmla) is already fully reduced. The tiles are arm/neon.inc's row-lane tiles (LaneTile) over
+// the product policy Smmla below: 4 rows (two row pairs) x 4 tokens (two token pairs), each
+// group's two 2x2 results of a token pair unzipped into the row-lane layout (4 rows of a token in
+// the lanes of one register), so the float side is the dotprod tiles' to the operation and every
+// result equals theirs bit for bit (kShapeInvariant: exact rows run these tiles). Decode (n = 1)
+// is the dotprod kernels'. An odd last token is computed as a pair with itself and one half kept.
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_A64)
@@ -22,118 +24,116 @@
 namespace ringlm::internal {
 namespace {
 
-// smmla operands for a pair of rows u, v (32 values each): four 2x8 blocks, k = 0..3 covering
-// values 8k..8k+7 of both rows.
-inline void pair_blocks(int8x16_t u0, int8x16_t u1, int8x16_t v0, int8x16_t v1, int8x16_t* m) {
-  const int64x2_t a0 = vreinterpretq_s64_s8(u0), a1 = vreinterpretq_s64_s8(u1);
-  const int64x2_t b0 = vreinterpretq_s64_s8(v0), b1 = vreinterpretq_s64_s8(v1);
-  m[0] = vreinterpretq_s8_s64(vzip1q_s64(a0, b0));
-  m[1] = vreinterpretq_s8_s64(vzip2q_s64(a0, b0));
-  m[2] = vreinterpretq_s8_s64(vzip1q_s64(a1, b1));
-  m[3] = vreinterpretq_s8_s64(vzip2q_s64(a1, b1));
-}
+// LaneTile's product policy (arm/neon.inc "Row-lane tiles") with smmla, two tokens a product:
+//   weights  rows 0-1 and 2-3 as two pairs, each 4 registers: register k of pair p holds values
+//            8k..8k+7 of its first row, then of its second (a 2x8 block); Q8 one ld4 by 64-bit
+//            lane per row (post-indexed), Q4 one ld2 per row then Q4's unpack (lane 0 of the
+//            first register holds bytes 0-7: values 0-7 low, 16-23 high), Q5 the row-lane
+//            registers (LaneRows::group) zipped by pairs of rows
+//   tokens   the same of the two tokens (one ld4 by 64-bit lane each)
+//   products per pair four smmla give [r0 t0, r0 t1, r1 t0, r1 t1]; unzipped with the other
+//            pair's, the rows of token 0 and of token 1 as 4 lanes each
+// In asm, as arm/neon.inc's lane loads (and for the same reason): the weight loads into pinned
+// registers (v24-v31); the token loads with the eight smmla (in v16-v19, clobbered), where GCC
+// would give an accumulator the register of a token block and copy the block out of its way.
+struct Smmla {
+  static constexpr int kTokens = 2;
 
-// Q8, Q4, or Q5 (Q4 and kFive: load_group's q - 16, as arm/neon.inc's QuantTile).
-template <bool Q4, bool kFive = false>
-struct MmlaMat : QuantMat {
-  static constexpr bool kQ4 = Q4;
-  static constexpr bool kShapeInvariant = false;  // never used for exact rows (dotprod is)
-
-  // R rows (1, 2 or 4) x T tokens (1 or 2).
-  template <int R, int T>
-  void tile(uint32_t r, uint32_t t) const {
-    constexpr int RP = (R + 1) / 2;  // row pairs
-    const auto [Wr, WSr, Xt, XSt, xs_stride] = at(r, t);
-    const uint8_t* Hr = kFive ? HI + r * hi_row_bytes : nullptr;  // Q5 only
-    const int r_hi = R > 1 ? 1 : 0;  // second row of a pair (itself when R == 1)
-    const int t_hi = T > 1 ? 1 : 0;
-    float32x4_t acc[RP];
-    for (int p = 0; p < RP; ++p) acc[p] = vdupq_n_f32(0.0f);
-    for (uint32_t gb = 0; gb < groups; gb += 4) {
-      const uint32_t nb = groups - gb < 4 ? groups - gb : 4;
-      // Scale products per group k for each row pair: [w0 x0, w0 x1, w1 x0, w1 x1].
-      float32x4_t xs0 = nb == 4 ? vld1q_f32(XSt + gb) : load_f32_tail(XSt + gb, nb);
-      float32x4_t xs1 = nb == 4 ? vld1q_f32(XSt + t_hi * xs_stride + gb)
-                                : load_f32_tail(XSt + t_hi * xs_stride + gb, nb);
-      float xsp[4][4];  // [k] = x0, x1, x0, x1
-      {
-        const float32x4_t lo = vzip1q_f32(xs0, xs1), hi = vzip2q_f32(xs0, xs1);
-        vst1q_f32(xsp[0], vcombine_f32(vget_low_f32(lo), vget_low_f32(lo)));
-        vst1q_f32(xsp[1], vcombine_f32(vget_high_f32(lo), vget_high_f32(lo)));
-        vst1q_f32(xsp[2], vcombine_f32(vget_low_f32(hi), vget_low_f32(hi)));
-        vst1q_f32(xsp[3], vcombine_f32(vget_high_f32(hi), vget_high_f32(hi)));
+  template <bool Q4, bool kFive>
+  [[gnu::always_inline]] static void weights(LaneRows<Q4, kFive>& rows, uint8x16_t f,
+                                             int8x16_t* w) {
+    LanePtrs& p = rows.w;
+    if constexpr (!Q4) {
+      register int8x16_t a0 asm("v24"), a1 asm("v25"), a2 asm("v26"), a3 asm("v27");
+      register int8x16_t b0 asm("v28"), b1 asm("v29"), b2 asm("v30"), b3 asm("v31");
+      asm volatile(
+          "ld4 {%[a0].d - %[a3].d}[0], [%[p0]], #32\n\t"
+          "ld4 {%[a0].d - %[a3].d}[1], [%[p1]], #32\n\t"
+          "ld4 {%[b0].d - %[b3].d}[0], [%[p2]], #32\n\t"
+          "ld4 {%[b0].d - %[b3].d}[1], [%[p3]], #32"
+          : [a0] "=w"(a0), [a1] "=w"(a1), [a2] "=w"(a2), [a3] "=w"(a3), [b0] "=w"(b0),
+            [b1] "=w"(b1), [b2] "=w"(b2), [b3] "=w"(b3), [p0] "+r"(p.p0), [p1] "+r"(p.p1),
+            [p2] "+r"(p.p2), [p3] "+r"(p.p3)
+          : "m"(span<32>(p.p0)), "m"(span<32>(p.p1)), "m"(span<32>(p.p2)),
+            "m"(span<32>(p.p3)));
+      w[0] = a0; w[1] = a1; w[2] = a2; w[3] = a3;
+      w[4] = b0; w[5] = b1; w[6] = b2; w[7] = b3;
+    } else if constexpr (!kFive) {
+      (void)f;
+      register int8x16_t a0 asm("v24"), a1 asm("v25"), b0 asm("v26"), b1 asm("v27");
+      asm volatile(
+          "ld2 {%[a0].d, %[a1].d}[0], [%[p0]], #16\n\t"
+          "ld2 {%[a0].d, %[a1].d}[1], [%[p1]], #16\n\t"
+          "ld2 {%[b0].d, %[b1].d}[0], [%[p2]], #16\n\t"
+          "ld2 {%[b0].d, %[b1].d}[1], [%[p3]], #16"
+          : [a0] "=w"(a0), [a1] "=w"(a1), [b0] "=w"(b0), [b1] "=w"(b1), [p0] "+r"(p.p0),
+            [p1] "+r"(p.p1), [p2] "+r"(p.p2), [p3] "+r"(p.p3)
+          : "m"(span<16>(p.p0)), "m"(span<16>(p.p1)), "m"(span<16>(p.p2)),
+            "m"(span<16>(p.p3)));
+      const int8x16_t q[4] = {a0, a1, b0, b1};
+      for (int h = 0; h < 2; ++h) {  // pair h: blocks 0, 1 low nibbles, 2, 3 high
+        w[4 * h] = vshrq_n_s8(vshlq_n_s8(q[2 * h], 4), 4);
+        w[4 * h + 1] = vshrq_n_s8(vshlq_n_s8(q[2 * h + 1], 4), 4);
+        w[4 * h + 2] = vshrq_n_s8(q[2 * h], 4);
+        w[4 * h + 3] = vshrq_n_s8(q[2 * h + 1], 4);
       }
-      float scp[RP][4][4];  // [pair][k] = w0 x0, w0 x1, w1 x0, w1 x1
-      for (int p = 0; p < RP; ++p) {
-        const int i0 = 2 * p, i1 = 2 * p + 1 < R ? 2 * p + 1 : 2 * p;
-        const uint16_t* s0 = WSr + i0 * groups + gb;
-        const uint16_t* s1 = WSr + i1 * groups + gb;
-        const float32x4_t w0 = nb == 4 ? cvt_f16x4(s0) : load_f16_tail(s0, nb);
-        const float32x4_t w1 = nb == 4 ? cvt_f16x4(s1) : load_f16_tail(s1, nb);
-        const float32x4_t a = vzip1q_f32(w0, w0), b = vzip1q_f32(w1, w1);  // k = 0, 1
-        const float32x4_t c = vzip2q_f32(w0, w0), d = vzip2q_f32(w1, w1);  // k = 2, 3
-        const float32x4_t wk[4] = {vcombine_f32(vget_low_f32(a), vget_low_f32(b)),
-                                   vcombine_f32(vget_high_f32(a), vget_high_f32(b)),
-                                   vcombine_f32(vget_low_f32(c), vget_low_f32(d)),
-                                   vcombine_f32(vget_high_f32(c), vget_high_f32(d))};
-        for (int k = 0; k < 4; ++k) vst1q_f32(scp[p][k], vmulq_f32(wk[k], vld1q_f32(xsp[k])));
-      }
-      for (uint32_t k = 0; k < nb; ++k) {
-        const size_t g = gb + k;
-        int8x16_t xa0, xa1, xb0, xb1, xm[4];
-        load_group<false>(reinterpret_cast<const uint8_t*>(Xt), g, &xa0, &xa1);
-        load_group<false>(reinterpret_cast<const uint8_t*>(Xt + t_hi * x_stride), g, &xb0, &xb1);
-        pair_blocks(xa0, xa1, xb0, xb1, xm);
-        for (int p = 0; p < RP; ++p) {
-          const int i1 = 2 * p + r_hi < R ? 2 * p + r_hi : 2 * p;
-          int8x16_t u0, u1, v0, v1, wm[4];
-          load_group<Q4, kFive>(Wr + (2 * p) * w_row_bytes, g, &u0, &u1,
-                                kFive ? Hr + (2 * p) * hi_row_bytes : nullptr);
-          load_group<Q4, kFive>(Wr + i1 * w_row_bytes, g, &v0, &v1,
-                                kFive ? Hr + i1 * hi_row_bytes : nullptr);
-          pair_blocks(u0, u1, v0, v1, wm);
-          int32x4_t d = vmmlaq_s32(vdupq_n_s32(0), wm[0], xm[0]);
-          d = vmmlaq_s32(d, wm[1], xm[1]);
-          d = vmmlaq_s32(d, wm[2], xm[2]);
-          d = vmmlaq_s32(d, wm[3], xm[3]);
-          acc[p] = vfmaq_f32(acc[p], vcvtq_f32_s32(d), vld1q_f32(scp[p][k]));
-        }
+    } else {
+      int8x16_t l[8];
+      rows.group(f, l);
+      for (int k = 0; k < 4; ++k) {
+        const int32x4_t u = vreinterpretq_s32_s8(l[2 * k]), v = vreinterpretq_s32_s8(l[2 * k + 1]);
+        w[k] = vreinterpretq_s8_s32(vzip1q_s32(u, v));
+        w[4 + k] = vreinterpretq_s8_s32(vzip2q_s32(u, v));
       }
     }
-    float* Yt = Y + t * y_stride + r;
-    for (int p = 0; p < RP; ++p) {
-      float v[4];
-      vst1q_f32(v, acc[p]);
-      Yt[2 * p] = v[0];
-      if (T > 1) Yt[y_stride + 2 * p] = v[1];
-      if (2 * p + 1 < R) {
-        Yt[2 * p + 1] = v[2];
-        if (T > 1) Yt[y_stride + 2 * p + 1] = v[3];
-      }
-    }
+  }
+
+  [[gnu::always_inline]] static void products(const int8x16_t* w, const int8_t** x,
+                                              int32x4_t* s) {
+    int32x4_t a, b;
+    asm volatile(
+        "ld4 {v16.d - v19.d}[0], [%[p0]], #32\n\t"
+        "ld4 {v16.d - v19.d}[1], [%[p1]], #32\n\t"
+        "movi %[a].4s, #0\n\t"
+        "movi %[b].4s, #0\n\t"
+        "smmla %[a].4s, %[w0].16b, v16.16b\n\t"
+        "smmla %[b].4s, %[w4].16b, v16.16b\n\t"
+        "smmla %[a].4s, %[w1].16b, v17.16b\n\t"
+        "smmla %[b].4s, %[w5].16b, v17.16b\n\t"
+        "smmla %[a].4s, %[w2].16b, v18.16b\n\t"
+        "smmla %[b].4s, %[w6].16b, v18.16b\n\t"
+        "smmla %[a].4s, %[w3].16b, v19.16b\n\t"
+        "smmla %[b].4s, %[w7].16b, v19.16b"
+        : [a] "=&w"(a), [b] "=&w"(b), [p0] "+r"(x[0]), [p1] "+r"(x[1])
+        : [w0] "w"(w[0]), [w1] "w"(w[1]), [w2] "w"(w[2]), [w3] "w"(w[3]), [w4] "w"(w[4]),
+          [w5] "w"(w[5]), [w6] "w"(w[6]), [w7] "w"(w[7]),
+          "m"(span<32>(x[0])), "m"(span<32>(x[1]))
+        : "v16", "v17", "v18", "v19");
+    s[0] = vuzp1q_s32(a, b);
+    s[1] = vuzp2q_s32(a, b);
   }
 };
 
 }  // namespace
 
-// Decode (n = 1) is the dotprod kernels', and so are exact rows (kMatmulExactRows).
+// Decode (n = 1) is the dotprod kernels'.
 void matmul_q8_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
-  if (n == 1 || (n & kMatmulExactRows)) return matmul_q8_dotprod(w, x, n, y, r0, r1);
-  quant_matmul<4, 4, 2, MmlaMat<false>>(w, x, n, y, r0, r1);
+  if (n == 1) return matmul_q8_dotprod(w, x, n, y, r0, r1);
+  quant_matmul<4, 4, 4, LaneTile<false, Smmla>>(w, x, n, y, r0, r1);
 }
 
 void matmul_q4_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
-  if (n == 1 || (n & kMatmulExactRows)) return matmul_q4_dotprod(w, x, n, y, r0, r1);
-  quant_matmul<4, 4, 2, MmlaMat<true>>(w, x, n, y, r0, r1);
+  if (n == 1) return matmul_q4_dotprod(w, x, n, y, r0, r1);
+  quant_matmul<4, 4, 4, LaneTile<true, Smmla>>(w, x, n, y, r0, r1);
 }
 
-// Q5: Q4's tiles with the fifth bit (load_group's q - 16 in [-16, 15]: smmla's int8 operands).
+// Q5: Q4's tiles with the fifth bit (q - 16 in [-16, 15]: smmla's int8 operands).
 void matmul_q5_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
-  if (n == 1 || (n & kMatmulExactRows)) return matmul_q5_dotprod(w, x, n, y, r0, r1);
-  quant_matmul<4, 4, 2, MmlaMat<true, true>>(w, x, n, y, r0, r1);
+  if (n == 1) return matmul_q5_dotprod(w, x, n, y, r0, r1);
+  quant_matmul<4, 4, 4, LaneTile<true, Smmla, true>>(w, x, n, y, r0, r1);
 }
 
 // Q4K: the dotprod kernel for every n.
