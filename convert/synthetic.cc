@@ -79,6 +79,27 @@ void fill_f32(uint64_t key, float mean, float std, size_t n, std::vector<float>*
   if (i < n) o[i] = mean + s * static_cast<float>(g.at(i));
 }
 
+// The 4- or 5-bit grid levels round(v / 2^shift) + mid, clamped to [0, 2 mid - 1], of n generated
+// values packed as Q4K's nibbles at `qs` (and, when `five`, their fifth bits in Q5K's plane at
+// `high`): what the Q5, Q4_1, Q5_1, Q4K and Q5K encodings share. Both planes start zeroed.
+void pack_grid_levels(const Gen& g, uint64_t n, int shift, int mid, bool five, uint8_t* qs,
+                      uint8_t* high) {
+  int32_t v[kQuantGroup];
+  for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
+    for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
+    uint8_t* q = qs + grp * (kQuantGroup / 2);
+    for (uint32_t j = 0; j < kQuantGroup; ++j) {
+      int32_t l = ((v[j] + (1 << (shift - 1))) >> shift) + mid;
+      l = l < 0 ? 0 : l > 2 * mid - 1 ? 2 * mid - 1 : l;
+      q[j % 16] = static_cast<uint8_t>(q[j % 16] | (l & 15) << (j < 16 ? 0 : 4));
+      if (five) {
+        uint8_t& h = high[grp * 4 + j % 4];
+        h = static_cast<uint8_t>(h | (l >> 4) << (j / 4));
+      }
+    }
+  }
+}
+
 // The tensor directly in the file encoding `t` (rows x cols, cols a multiple of 32, mean 0).
 void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols,
               std::vector<uint8_t>* out) {
@@ -134,18 +155,7 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
     }
     case fb::DType::Q5: {
       // Levels round(v / 8) + 16 in [0, 31] with scale 8 s: the 5-bit grid, in Q5's encoding.
-      int32_t v[kQuantGroup];
-      uint8_t* high = o + q5k_high_offset(rows, cols);
-      for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
-        for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
-        uint8_t* q = o + grp * (kQuantGroup / 2);
-        for (uint32_t j = 0; j < kQuantGroup; ++j) {
-          int32_t l = ((v[j] + 4) >> 3) + 16;
-          l = l < 0 ? 0 : l > 31 ? 31 : l;
-          q[j % 16] = static_cast<uint8_t>(q[j % 16] | (l & 15) << (j < 16 ? 0 : 4));
-          high[grp * 4 + j % 4] = static_cast<uint8_t>(high[grp * 4 + j % 4] | (l >> 4) << (j / 4));
-        }
-      }
+      pack_grid_levels(g, n, 3, 16, true, o, o + q5k_high_offset(rows, cols));
       break;
     }
     case fb::DType::Q4_1:
@@ -155,18 +165,7 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
       // with d = 8 s and m = -16 d: Q5's grid.
       const bool five = t == fb::DType::Q5_1;
       const int shift = five ? 3 : 4, mid = five ? 16 : 8;
-      int32_t v[kQuantGroup];
-      uint8_t* high = o + q5k_high_offset(rows, cols);  // Q5_1 only
-      for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
-        for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
-        uint8_t* q = o + grp * (kQuantGroup / 2);
-        for (uint32_t j = 0; j < kQuantGroup; ++j) {
-          int32_t l = ((v[j] + (1 << (shift - 1))) >> shift) + mid;
-          l = l < 0 ? 0 : l > 2 * mid - 1 ? 2 * mid - 1 : l;
-          q[j % 16] = static_cast<uint8_t>(q[j % 16] | (l & 15) << (j < 16 ? 0 : 4));
-          if (five) high[grp * 4 + j % 4] = static_cast<uint8_t>(high[grp * 4 + j % 4] | (l >> 4) << (j / 4));
-        }
-      }
+      pack_grid_levels(g, n, shift, mid, five, o, five ? o + q5k_high_offset(rows, cols) : nullptr);
       const uint16_t d = f32_to_fp16(static_cast<float>(1 << shift) * fp16_to_f32(s16));
       const uint16_t m = f32_to_fp16(-static_cast<float>(mid) * fp16_to_f32(d));
       uint8_t* dm = o + quant_scales_offset(wt, rows, cols);
@@ -183,18 +182,7 @@ void fill_raw(uint64_t key, float std, fb::DType t, uint64_t rows, uint64_t cols
       // same with levels round(v / 8) + 16 in [0, 31], d = 8 s, dmin = 16 d: the 5-bit grid.
       const bool five = t == fb::DType::Q5K;
       const int shift = five ? 3 : 4, mid = five ? 16 : 8;
-      int32_t v[kQuantGroup];
-      uint8_t* high = o + q5k_high_offset(rows, cols);  // Q5K only
-      for (uint64_t grp = 0; grp < n / kQuantGroup; ++grp) {
-        for (uint32_t j = 0; j < kQuantGroup; j += 2) g.pair(grp * 16 + j / 2, &v[j], &v[j + 1]);
-        uint8_t* q = o + grp * (kQuantGroup / 2);
-        for (uint32_t j = 0; j < kQuantGroup; ++j) {
-          int32_t l = ((v[j] + (1 << (shift - 1))) >> shift) + mid;
-          l = l < 0 ? 0 : l > 2 * mid - 1 ? 2 * mid - 1 : l;
-          q[j % 16] = static_cast<uint8_t>(q[j % 16] | (l & 15) << (j < 16 ? 0 : 4));
-          if (five) high[grp * 4 + j % 4] = static_cast<uint8_t>(high[grp * 4 + j % 4] | (l >> 4) << (j / 4));
-        }
-      }
+      pack_grid_levels(g, n, shift, mid, five, o, five ? o + q5k_high_offset(rows, cols) : nullptr);
       const uint64_t supers = rows * q4k_supers(cols);
       const uint16_t d = f32_to_fp16(static_cast<float>(1 << shift) * fp16_to_f32(s16));
       const uint16_t dmin = f32_to_fp16(static_cast<float>(mid) * fp16_to_f32(d));
