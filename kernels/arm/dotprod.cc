@@ -1,8 +1,8 @@
 // aarch64 ARMv8.2 DotProd kernels (compiled with -march=armv8.2-a+dotprod): sdot sums four int8
-// products per int32 lane, exact. Q8 / Q4 / Q5 run arm/neon.inc's row-lane tiles (LaneTile) with
-// sdot by element, a 32-group of 4 rows and a token in 8 sdot (Sdot::products); Q4K / Q5K take a
-// group in two sdot per row and token (Sdot::dot), Q6K too (Q6kSdot, pairs of groups).
-// Everything but the quantized matmuls comes from the baseline NEON table.
+// products per int32 lane, exact. Q8 / Q4 / Q5 / Q4_1 / Q5_1 run arm/neon.inc's row-lane tiles
+// (LaneTile) with sdot by element, a 32-group of 4 rows and a token in 8 sdot (Sdot::products);
+// Q4K / Q5K take a group in two sdot per row and token (Sdot::dot), Q6K too (Q6kSdot, pairs of
+// groups). Everything but the quantized matmuls comes from the baseline NEON table.
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_A64)
@@ -27,8 +27,8 @@ struct Sdot {
   // LaneTile's product policy (arm/neon.inc "Row-lane tiles"): a token at a time (one ld1 of
   // its group), the 4 rows' group in 8 sdot by element.
   static constexpr int kTokens = 1;
-  template <bool Q4, bool kFive>
-  [[gnu::always_inline]] static void weights(LaneRows<Q4, kFive>& rows, uint8x16_t f,
+  template <bool Q4, bool kFive, bool kMin>
+  [[gnu::always_inline]] static void weights(LaneRows<Q4, kFive, kMin>& rows, uint8x16_t f,
                                              int8x16_t* w) {
     rows.group(f, w);
   }
@@ -148,6 +148,10 @@ RINGLM_QUANT_MATMUL(matmul_q8_dotprod, 4, 4, 4, LaneTile<false, Sdot>)
 RINGLM_QUANT_MATMUL(matmul_q4_dotprod, 4, 4, 4, LaneTile<true, Sdot>)
 // Q5: Q4's tiles with the fifth bit (q - 16 in [-16, 15]: sdot's int8 operands as they are).
 RINGLM_QUANT_MATMUL(matmul_q5_dotprod, 4, 4, 4, LaneTile<true, Sdot, true>)
+// Q4_1 / Q5_1: Q4's / Q5's tiles over q as it is (0..15 / 0..31: sdot's int8 operands as they
+// are), with the (d, m) pairs and the min term.
+RINGLM_QUANT_MATMUL(matmul_q4_1_dotprod, 4, 4, 4, LaneTile<true, Sdot, false, true>)
+RINGLM_QUANT_MATMUL(matmul_q5_1_dotprod, 4, 4, 4, LaneTile<true, Sdot, true, true>)
 
 void matmul_q4k_dotprod(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                         uint32_t r1) {

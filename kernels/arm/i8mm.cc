@@ -28,8 +28,8 @@ namespace {
 //   weights  rows 0-1 and 2-3 as two pairs, each 4 registers: register k of pair p holds values
 //            8k..8k+7 of its first row, then of its second (a 2x8 block); Q8 one ld4 by 64-bit
 //            lane per row (post-indexed), Q4 one ld2 per row then Q4's unpack (lane 0 of the
-//            first register holds bytes 0-7: values 0-7 low, 16-23 high), Q5 the row-lane
-//            registers (LaneRows::group) zipped by pairs of rows
+//            first register holds bytes 0-7: values 0-7 low, 16-23 high; Q4_1's q as it is),
+//            Q5 and Q5_1 the row-lane registers (LaneRows::group) zipped by pairs of rows
 //   tokens   the same of the two tokens (one ld4 by 64-bit lane each)
 //   products per pair four smmla give [r0 t0, r0 t1, r1 t0, r1 t1]; unzipped with the other
 //            pair's, the rows of token 0 and of token 1 as 4 lanes each
@@ -39,8 +39,8 @@ namespace {
 struct Smmla {
   static constexpr int kTokens = 2;
 
-  template <bool Q4, bool kFive>
-  [[gnu::always_inline]] static void weights(LaneRows<Q4, kFive>& rows, uint8x16_t f,
+  template <bool Q4, bool kFive, bool kMin>
+  [[gnu::always_inline]] static void weights(LaneRows<Q4, kFive, kMin>& rows, uint8x16_t f,
                                              int8x16_t* w) {
     LanePtrs& p = rows.w;
     if constexpr (!Q4) {
@@ -72,10 +72,18 @@ struct Smmla {
             "m"(span<16>(p.p3)));
       const int8x16_t q[4] = {a0, a1, b0, b1};
       for (int h = 0; h < 2; ++h) {  // pair h: blocks 0, 1 low nibbles, 2, 3 high
-        w[4 * h] = vshrq_n_s8(vshlq_n_s8(q[2 * h], 4), 4);
-        w[4 * h + 1] = vshrq_n_s8(vshlq_n_s8(q[2 * h + 1], 4), 4);
-        w[4 * h + 2] = vshrq_n_s8(q[2 * h], 4);
-        w[4 * h + 3] = vshrq_n_s8(q[2 * h + 1], 4);
+        if constexpr (kMin) {  // Q4_1: the nibbles as they are
+          const uint8x16_t lo = vdupq_n_u8(0x0f);
+          w[4 * h] = vandq_s8(q[2 * h], vreinterpretq_s8_u8(lo));
+          w[4 * h + 1] = vandq_s8(q[2 * h + 1], vreinterpretq_s8_u8(lo));
+          w[4 * h + 2] = vreinterpretq_s8_u8(vshrq_n_u8(vreinterpretq_u8_s8(q[2 * h]), 4));
+          w[4 * h + 3] = vreinterpretq_s8_u8(vshrq_n_u8(vreinterpretq_u8_s8(q[2 * h + 1]), 4));
+        } else {
+          w[4 * h] = vshrq_n_s8(vshlq_n_s8(q[2 * h], 4), 4);
+          w[4 * h + 1] = vshrq_n_s8(vshlq_n_s8(q[2 * h + 1], 4), 4);
+          w[4 * h + 2] = vshrq_n_s8(q[2 * h], 4);
+          w[4 * h + 3] = vshrq_n_s8(q[2 * h + 1], 4);
+        }
       }
     } else {
       int8x16_t l[8];
@@ -134,6 +142,20 @@ void matmul_q5_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* 
                     uint32_t r1) {
   if (n == 1) return matmul_q5_dotprod(w, x, n, y, r0, r1);
   quant_matmul<4, 4, 4, LaneTile<true, Smmla, true>>(w, x, n, y, r0, r1);
+}
+
+// Q4_1 / Q5_1: Q4's / Q5's tiles over q as it is (0..15 / 0..31: smmla's int8 operands), with
+// the (d, m) pairs and the min term.
+void matmul_q4_1_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                      uint32_t r1) {
+  if (n == 1) return matmul_q4_1_dotprod(w, x, n, y, r0, r1);
+  quant_matmul<4, 4, 4, LaneTile<true, Smmla, false, true>>(w, x, n, y, r0, r1);
+}
+
+void matmul_q5_1_i8mm(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                      uint32_t r1) {
+  if (n == 1) return matmul_q5_1_dotprod(w, x, n, y, r0, r1);
+  quant_matmul<4, 4, 4, LaneTile<true, Smmla, true, true>>(w, x, n, y, r0, r1);
 }
 
 // Q4K: the dotprod kernel for every n.

@@ -4,8 +4,9 @@
 // Q8/Q4 int8 dot products: smull/smlal2 multiply 16 int8 pairs into 8 int16 lanes (two products
 // per lane: |w| <= 128, |x| <= 127 keep the sum below 2^15), sadalp widens them into int32 lanes:
 // exact per 32-group, then scaled by w_scale * x_scale and accumulated in float (Q5's q - 16 in
-// [-16, 15], Q4K's and Q5K's unsigned q, at most 31, too: arm/neon.inc). Tiles as in tile.inc:
-// 4 rows x 1 token for decode (Q4K, Q5K and Q6K 2 x 1), 4 rows x 2 tokens for prefill.
+// [-16, 15], the unsigned q of Q4K, Q5K, Q4_1 and Q5_1, at most 31, too: arm/neon.inc). Tiles as
+// in tile.inc: 4 rows x 1 token for decode (Q4K, Q5K and Q6K 2 x 1), 4 rows x 2 tokens for
+// prefill.
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_A64)
