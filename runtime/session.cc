@@ -574,6 +574,7 @@ Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* log
   RLM_RETURN_IF_ERROR(prepare_raw_logits(s, &err));
   s->logits_ready = false;  // consumed below; the last pass's row replaces them
   double total = 0.0;
+  const bool want_lp = logprobs != nullptr || sum != nullptr;
   const float* row = session_logits(s);  // predicts tokens[0]
   const uint32_t rows_max = s->tf.n_logit_rows < s->cfg.n_batch ? s->tf.n_logit_rows
                                                                   : s->cfg.n_batch;
@@ -585,20 +586,25 @@ Status session_score(SessionImpl* s, const int32_t* tokens, size_t n, float* log
       break;
     }
     // Score tokens[i] against `row`, then run tokens[i, i + m) to get the rows for the next m.
-    const float lp = token_logprob(row, tokens[i], log_sum_exp(row, vocab));
-    if (logprobs) logprobs[i] = lp;
+    // (Without logprobs or sum asked for, no log-sum-exp: the passes alone, e.g. to time them.)
+    if (want_lp) {
+      const float lp = token_logprob(row, tokens[i], log_sum_exp(row, vocab));
+      if (logprobs) logprobs[i] = lp;
+      total += static_cast<double>(lp);
+    }
     if (logits) memcpy(logits + i * vocab, row, row_bytes);
-    total += static_cast<double>(lp);
     const uint32_t m = n - i < rows_max ? static_cast<uint32_t>(n - i) : rows_max;
     forward(&s->tf, tokens + i, m, s->n_past, m);
     s->n_past += m;
     for (uint32_t j = 0; j < m; ++j) history_push(s, tokens[i + j]);
     for (uint32_t j = 0; j + 1 < m; ++j) {
       const float* r = s->tf.logits + static_cast<size_t>(j) * vocab;
-      const float lpj = token_logprob(r, tokens[i + j + 1], log_sum_exp(r, vocab));
-      if (logprobs) logprobs[i + j + 1] = lpj;
+      if (want_lp) {
+        const float lpj = token_logprob(r, tokens[i + j + 1], log_sum_exp(r, vocab));
+        if (logprobs) logprobs[i + j + 1] = lpj;
+        total += static_cast<double>(lpj);
+      }
       if (logits) memcpy(logits + (i + j + 1) * vocab, r, row_bytes);
-      total += static_cast<double>(lpj);
     }
     i += m;
     // The last row predicts what follows: keep it as the session's raw logits (row 0).

@@ -147,6 +147,12 @@ const char kUsage[] =
     "      --cancel            after ppN: a second thread calls rlm_session_cancel halfway\n"
     "                          through the prefill; a line gives how long rlm_session_eval took\n"
     "                          to return after it (median and max over the repetitions)\n"
+    "      --verify LIST       verification-pass cost, draft lengths comma-separated (e.g.\n"
+    "                          4,8): after D tokens of context (--depth, at least 16), one pass\n"
+    "                          of 1+K tokens keeping the logits of every row (rlm_session_score:\n"
+    "                          what a speculative verification runs) against a one-token pass,\n"
+    "                          alternated and rewound to the same context, 20 pairs per\n"
+    "                          repetition; a line per K gives the median times and their ratio\n"
     "      --beams LIST        beam-search rows next to tg, widths comma-separated (1..16):\n"
     "                          \"tgN beamB\" is a search of width B for N tokens after the start\n"
     "                          token (end tokens ignored, so every search runs N steps), in beam\n"
@@ -803,6 +809,7 @@ struct BenchOptions {
   std::vector<std::string> kernels, backends;
   std::vector<uint32_t> spec_lookup;  // --spec-lookup: draft lengths of the echo rows
   std::vector<uint32_t> beams;        // --beams: beam widths of the beam rows
+  std::vector<uint32_t> verify;       // --verify: draft lengths of the verification-pass lines
   bool snapshot = false;              // --snapshot: restore of the ppN prefix against its prefill
   bool cancel = false;                // --cancel: latency of rlm_session_cancel during ppN
   GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
@@ -915,6 +922,10 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       if (!need()) return 2;
       ok = parse_u32_list(v, &o->spec_lookup);
       for (uint32_t k : o->spec_lookup) ok = ok && k >= 1 && k <= 64;
+    } else if (a == "--verify") {
+      if (!need()) return 2;
+      ok = parse_u32_list(v, &o->verify);
+      for (uint32_t k : o->verify) ok = ok && k >= 1 && k <= 64;
     } else if (a == "--snapshot") {
       o->snapshot = true;
     } else if (a == "--cancel") {
@@ -1082,11 +1093,21 @@ int cmd_bench(int argc, char** argv) {
     cfg.max_draft = max_k;
     cfg.max_pending = std::max<uint32_t>(cfg.max_pending, n_gen + 2);
   }
+  uint32_t max_v = 0;
+  for (uint32_t k : opts.verify) max_v = std::max(max_v, k);
+  // --verify: the passes run after vdepth tokens of context.
+  const uint32_t vdepth = std::max<uint32_t>(opts.depth, 16);
+  if (max_v) {
+    cfg.n_ctx = std::max<uint32_t>(cfg.n_ctx, vdepth + max_v + 2);
+    cfg.max_logit_rows = std::max<uint32_t>(cfg.max_logit_rows, max_v + 1);
+    cfg.max_pending = std::max<uint32_t>(cfg.max_pending, vdepth);
+  }
   cfg.n_sink = std::min<uint32_t>(cfg.n_sink, cfg.n_ctx - 1);
   cfg.kv_dtype = kv;
   // The --depth prefill (untimed) runs in batches of up to 512 too.
   cfg.n_batch = batch ? batch
                       : std::min<uint32_t>(std::max<uint32_t>({n_prompt, opts.depth, 1}), 512);
+  if (max_v) cfg.n_batch = std::max<uint32_t>(cfg.n_batch, max_v + 1);
   cfg.max_pending = std::max<uint32_t>(cfg.max_pending, std::max(n_prompt, opts.depth));
   rlm_sampling sp;
   rlm_sampling_default(&sp);
@@ -1400,6 +1421,50 @@ int cmd_bench(int argc, char** argv) {
               spec_lines.push_back(line);
             }
             rlm_session_set_ignore_eos(s, 0);
+          }
+          if (!opts.verify.empty()) {
+            // The context: vdepth random tokens, then per K one (K+1)-token pass and one
+            // one-token pass, alternated, each rewound to the same position.
+            rlm_session_reset(s);
+            std::vector<int32_t> ctx(vdepth);
+            for (int32_t& t : ctx) t = run.random_token();
+            st = rlm_session_feed_tokens(s, ctx.data(), ctx.size());
+            if (st == RLM_OK) st = rlm_session_eval(s);
+            const uint32_t base = rlm_session_position(s);
+            for (uint32_t k : opts.verify) {
+              std::vector<int32_t> toks(k + 1);
+              for (int32_t& t : toks) t = run.random_token();
+              std::vector<double> one, many;
+              double sum = 0;
+              for (uint32_t r = 0; st == RLM_OK && r < reps * 20; ++r) {
+                for (uint32_t n : {1u, k + 1}) {
+                  // Back to base - 1, then the last context token scored untimed: the logits of
+                  // position base are ready, so the timed call runs exactly one pass of n tokens.
+                  if ((st = rlm_session_rewind(s, base - 1)) != RLM_OK ||
+                      (st = rlm_session_score(s, &ctx.back(), 1, nullptr, nullptr, &sum)) != RLM_OK)
+                    break;
+                  const double t0 = run.clock_s();
+                  if ((st = rlm_session_score(s, toks.data(), n, nullptr, nullptr, nullptr)) != RLM_OK)
+                    break;
+                  (n == 1 ? one : many).push_back(run.clock_s() - t0);
+                }
+              }
+              if (st != RLM_OK) {
+                fprintf(stderr, "ringlm bench: verify1+%u: %s: %s\n", k, rlm_status_string(st),
+                        rlm_session_error(s));
+                return 1;
+              }
+              std::sort(one.begin(), one.end());
+              std::sort(many.begin(), many.end());
+              const double m1 = one[one.size() / 2], mk = many[many.size() / 2];
+              char line[256];
+              snprintf(line, sizeof line,
+                       "verify 1+%u (%s, %u thread%s, at position %u): a pass of %u tokens "
+                       "%.3f ms, a one-token pass %.3f ms (medians of %zu alternated): %.2fx",
+                       k, backend.c_str(), nt, nt == 1 ? "" : "s", base, k + 1, 1e3 * mk,
+                       1e3 * m1, one.size(), mk / m1);
+              spec_lines.push_back(line);
+            }
           }
           if (grammar.get() &&
               !grammar_rows(report, run, grammar.get(), grammar.compile_s(), grammar.bytes(), &model, cfg,

@@ -10,11 +10,12 @@
 //   Q8: u = w + 128 (w xor 0x80), sum(u x) - 128 sum(x) = sum(w x), exact for every int8 w, x
 //   Q4: u = v + 8 (nibble xor 8),  sum(u x) -   8 sum(x) = sum(v x)
 //   Q5: u = q (nibble | 16 * fifth bit, unsigned already), sum(q x) - 16 sum(x) = sum((q - 16) x)
-// Q4 / Q5 (and Q8 rows too wide for GroupedQ8's stack buffer): the int32 lanes are converted and
-// scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale); decode 8 rows x 1 token (Q8: one row at a
-// time, q8_decode_rows, or 4 rows past its stack buffer), prefill 4 rows x 4 tokens.
-// Q8 prefill of 16+ tokens: GroupedQ8 (below) finishes each group's integer sum in its own lane
-// before converting, 2 rows x up to 8 tokens.
+// Q4 / Q5 (and Q8 rows too wide for BlockQ8's stack buffer, VnniQ8): the int32 lanes are
+// converted and scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale); decode 8 rows x 1 token (Q8:
+// 4 rows), prefill 4 rows x 4 tokens.
+// Q8: BlockQ8 (below) finishes each group's integer sum in its own lane before converting, for
+// every token count: decode by a reduction tree, 2+ tokens (verification passes, beam steps,
+// prefill) by weights transposed once per row block for up to 10 tokens.
 // Q4K: Q4Quad's walk over unsigned nibbles (no offset), with per-super-block scales (Q4kQuad).
 // Q5K: Q4K's walk with each group's fifth bits merged into its nibbles as 16 (Q4kQuad<true>);
 // Q5: Q4's walk with them (Q4Quad<true>).
@@ -46,9 +47,9 @@ inline __m256 hi256(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
-// The halves added, then hsum's order: what store_tile512's 4-row path gives every lane, so
-// rows reduce alike in every tile shape and in q8_decode_rows (kShapeInvariant).
-inline float hsum512(__m512 v) { return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi256(v))); }
+// The halves added, then hsum's order: what store_tile512's 4-row path gives every lane (and
+// hsum512x8 each of its vectors), so rows reduce alike in every tile shape (kShapeInvariant).
+[[gnu::always_inline]] inline float hsum512(__m512 v) { return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi256(v))); }
 
 template <int R, int T>
 inline void store_tile512(const __m512 (&acc)[R][T], float* Y, size_t y_stride) {
@@ -69,16 +70,34 @@ inline void store_tile512(const __m512 (&acc)[R][T], float* Y, size_t y_stride) 
   }
 }
 
+// hsum512 of eight vectors at once, bit for bit: the same additions in the same pairing (halves,
+// then adjacent lanes, then adjacent pairs, then the two 128-bit quarters), eight vectors per
+// instruction instead of one. Returns [v0 v2 v4 v6 v1 v3 v5 v7].
+[[gnu::always_inline]] inline __m256 hsum512x8(const __m512 (&v)[8]) {
+  __m512 s[4];
+  for (int k = 0; k < 4; ++k)  // [v2k lo + hi | v2k+1 lo + hi]: hsum512's halves
+    s[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xee));
+  __m512 u[2];
+  for (int k = 0; k < 2; ++k)  // per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3]: hadd's pairs
+    u[k] = _mm512_add_ps(_mm512_shuffle_ps(s[2 * k], s[2 * k + 1], 0x88),
+                         _mm512_shuffle_ps(s[2 * k], s[2 * k + 1], 0xdd));
+  // (x0+x1) + (x2+x3): the second hadd
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xdd));
+  // the low quarter's sum + the high quarter's (hsum's final add_ss)
+  const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(w, w, 0x88), _mm512_shuffle_f32x4(w, w, 0xdd));
+  return _mm512_castps512_ps256(q);
+}
+
 // Lane indices spreading block scales sc[2k], sc[2k+1] over a zmm (8 lanes each).
 inline __m512i pair_index(uint32_t k) {
   const __m512i lo = _mm512_set1_epi32(static_cast<int>(2 * k));
   return _mm512_mask_add_epi32(lo, 0xff00, lo, _mm512_set1_epi32(1));
 }
 
-// Q8, two groups per step (the 4-row tile: prefill, and decode of rows wider than
-// q8_decode_rows takes).
-// Equal to q8_decode_rows too (kMatmulExactRows): the same integer dot products, scales, fma
-// order (one accumulator per element) and reduction.
+// Q8, two groups per step, for rows wider than BlockQ8's stack buffer takes (~52k columns), at
+// every token count: the same integer dot products, scales, fma order (one accumulator per
+// element) and reduction in every tile shape (kShapeInvariant, so kMatmulExactRows costs nothing).
 struct VnniQ8 : QuantMat {
   static constexpr bool kQ4 = false;
   static constexpr bool kShapeInvariant = true;
@@ -259,188 +278,87 @@ struct Q4Quad : QuantMat {
   }
 };
 
-// Q8 decode, one row at a time. From DRAM a single sequential stream (row after row) is read
-// faster than four rows walked side by side (measured: ~85-89% vs ~70% of a read loop), so the
-// per-token work the 4-row tile shares between rows is hoisted out instead: the int32 offset
-// corrections -128 sum(x) of every group pair are computed once per call into a bounded stack
-// array (16 KiB: cols <= 16384; wider rows take the 4-row tile).
-constexpr uint32_t kMaxDecodePairs = 256;
-
-bool q8_decode_rows(const QuantMat& m, uint32_t r0, uint32_t r1) {
-  const uint32_t groups = m.groups;
-  const uint32_t pairs = (groups + 1) / 2;
-  if (pairs > kMaxDecodePairs) return false;
-  __m512i negc[kMaxDecodePairs];
-  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (uint32_t k = 0; k < pairs; ++k) {
-    const int8_t* xp = m.X + static_cast<size_t>(k) * 64;
-    const __m512i xv = 2 * k + 1 == groups ? _mm512_maskz_loadu_epi8(0xffffffffull, xp)
-                                           : _mm512_loadu_si512(xp);
-    negc[k] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xv));
-  }
-  for (uint32_t r = r0; r < r1; ++r) {
-    const uint8_t* row = m.W + static_cast<size_t>(r) * m.w_row_bytes;
-    const uint16_t* ws_row = m.WS + static_cast<size_t>(r) * groups;
-    // One accumulator, as VnniQ8's tiles (kShapeInvariant): rows are independent iterations,
-    // so the out-of-order core overlaps their fma chains anyway.
-    __m512 acc = _mm512_setzero_ps();
-    for (uint32_t gb = 0; gb < groups; gb += 8) {
-      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
-      const __mmask8 bm = static_cast<__mmask8>((1u << nb) - 1);
-      const __m256 xs = nb == 8 ? _mm256_loadu_ps(m.XS + gb) : _mm256_maskz_loadu_ps(bm, m.XS + gb);
-      const __m128i h = nb == 8 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(ws_row + gb))
-                                : _mm_maskz_loadu_epi16(bm, ws_row + gb);
-      const __m512 sc = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(h), xs));
-      for (uint32_t k = 0; 2 * k < nb; ++k) {
-        const size_t g = gb + 2 * k;
-        const uint8_t* p = row + g * 32;
-        prefetch(p + kPrefetchBytes);
-        const bool half = 2 * k + 1 == nb;
-        const __m512i wv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, p) : _mm512_loadu_si512(p);
-        const int8_t* xp = m.X + g * 32;
-        const __m512i xv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, xp) : _mm512_loadu_si512(xp);
-        const __m512i d = _mm512_dpbusd_epi32(negc[g / 2], _mm512_xor_si512(wv, offset), xv);
-        const __m512 s = _mm512_permutexvar_ps(pair_index(k), sc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc);
-      }
-    }
-    m.Y[r] = hsum512(acc);
-  }
-  return true;
-}
-
-// Q8 decode of 2..4 tokens: q8_decode_rows's single sequential stream of rows, each weight load
-// shared by the tokens. Every token takes exactly q8_decode_rows's operations in its order (the
-// same offset corrections, scales, one fma chain per token, hsum512), so each output equals a
-// one-token call's bit for bit (and the tiles', kMatmulExactRows): only the weight traffic is
-// shared. Measured on the SmolLM2-135M shape q8, one thread (AMD EPYC, `bench -p 4 -b 4`): see
-// README (Beam search). The offset corrections of every token and pair live on the stack:
-// pairs * tokens <= kMaxDecodeTokenPairs (32 KiB); wider rows take the tiles.
-constexpr uint32_t kMaxDecodeTokenPairs = 512;
-
-template <int T>
-bool q8_decode_tokens(const QuantMat& m, uint32_t r0, uint32_t r1) {
-  const uint32_t groups = m.groups;
-  const uint32_t pairs = (groups + 1) / 2;
-  if (pairs * T > kMaxDecodeTokenPairs) return false;
-  __m512i negc[kMaxDecodeTokenPairs];
-  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
-  const size_t xs_stride = m.x_stride / kQuantGroup;
-  for (int j = 0; j < T; ++j) {
-    for (uint32_t k = 0; k < pairs; ++k) {
-      const int8_t* xp = m.X + j * m.x_stride + static_cast<size_t>(k) * 64;
-      const __m512i xv = 2 * k + 1 == groups ? _mm512_maskz_loadu_epi8(0xffffffffull, xp)
-                                             : _mm512_loadu_si512(xp);
-      negc[j * pairs + k] = _mm512_sub_epi32(
-          _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xv));
-    }
-  }
-  for (uint32_t r = r0; r < r1; ++r) {
-    const uint8_t* row = m.W + static_cast<size_t>(r) * m.w_row_bytes;
-    const uint16_t* ws_row = m.WS + static_cast<size_t>(r) * groups;
-    __m512 acc[T];
-    for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_ps();
-    for (uint32_t gb = 0; gb < groups; gb += 8) {
-      const uint32_t nb = groups - gb < 8 ? groups - gb : 8;
-      const __mmask8 bm = static_cast<__mmask8>((1u << nb) - 1);
-      const __m128i h = nb == 8 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(ws_row + gb))
-                                : _mm_maskz_loadu_epi16(bm, ws_row + gb);
-      const __m256 wsf = _mm256_cvtph_ps(h);
-      __m512 sc[T];
-      for (int j = 0; j < T; ++j) {
-        const float* xsj = m.XS + j * xs_stride + gb;
-        const __m256 xs = nb == 8 ? _mm256_loadu_ps(xsj) : _mm256_maskz_loadu_ps(bm, xsj);
-        sc[j] = _mm512_castps256_ps512(_mm256_mul_ps(wsf, xs));
-      }
-      for (uint32_t k = 0; 2 * k < nb; ++k) {
-        const size_t g = gb + 2 * k;
-        const uint8_t* p = row + g * 32;
-        prefetch(p + kPrefetchBytes);
-        const bool half = 2 * k + 1 == nb;
-        const __m512i wv = half ? _mm512_maskz_loadu_epi8(0xffffffffull, p) : _mm512_loadu_si512(p);
-        const __m512i u = _mm512_xor_si512(wv, offset);
-        const __m512i idx = pair_index(k);
-        for (int j = 0; j < T; ++j) {
-          const int8_t* xp = m.X + j * m.x_stride + g * 32;
-          const __m512i xv =
-              half ? _mm512_maskz_loadu_epi8(0xffffffffull, xp) : _mm512_loadu_si512(xp);
-          const __m512i d = _mm512_dpbusd_epi32(negc[j * pairs + g / 2], u, xv);
-          const __m512 s = _mm512_permutexvar_ps(idx, sc[j]);
-          acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc[j]);
-        }
-      }
-    }
-    for (int j = 0; j < T; ++j) m.Y[j * m.y_stride + r] = hsum512(acc[j]);
-  }
-  return true;
-}
-
-// ---- Q8, the grouped walk: one int32 lane per group --------------------------------------------
-// The tiles above convert, scale and accumulate every 64-byte step of every (row, token) pair:
-// four vector ops per 64 multiply-adds, which bounds a many-token call (a speculative verification
-// pass of 1+K rows, prefill) at the compute side. This walk instead finishes each group's integer
-// dot product in its own int32 lane first: a block of 16 groups (512 bytes of a row) is loaded as
-// eight vectors and transposed by dwords (24 shuffles, per row and shared by every token of the
-// tile), so vector m holds dword m of all 16 groups; the activations are transposed the same way
-// once per call. Eight vpdpbusd then give the 16 group sums exactly, and one convert, one multiply
-// (the two scales) and one fma per 16 groups finish them: ~11 vector ops per row, token and 512
-// weight bytes instead of ~46.
+// ---- Q8: block sums, one int32 lane per group ------------------------------------------------
+// Converting, scaling and accumulating every 64-byte step of every (row, token) pair (VnniQ8: four
+// vector ops per 64 multiply-adds) bounds a many-token call at the compute side: a speculative
+// verification pass of 1+K rows, a beam step, prefill. Here each group's integer dot product is
+// finished in its own int32 lane first, so one convert, one multiply (the two scales) and one fma
+// finish 16 groups (a block: 512 bytes of a row). Two ways give the same 16 exact sums:
+//   - decode (one token): the block's eight vectors in memory order, one vpdpbusd each (eight
+//     independent chains), then a reduction tree of 21 shuffles and adds (reduce_block);
+//   - several tokens: the weights transposed by dwords once per block (transpose_block: 24
+//     shuffles, shared by every token of the tile) and the activations the same way once per call,
+//     so eight vpdpbusd per token give the sums: ~11 vector ops per row, token and block.
+// Both leave group sigma(L) in lane L (what the tree's unpacks and 128-bit shuffles give):
+//   sigma = 0 4 2 6 1 5 3 7 | 8 12 10 14 9 13 11 15
+// and every later operation is shared: cvt, (w scale x x scale) in sigma order, fma per block in
+// block order, the tail pairs (below), hsum512. So every output element takes the same operations
+// in the same order whatever the number of tokens or the tile (kShapeInvariant): decode, a
+// verification pass (kMatmulExactRows) and prefill give a row the same float, bit for bit.
 //
-// Lane L of a block vector holds group pi(L) = 2 (L & 7) + (L >> 3) of the block (what the
-// in-lane 8x8 transposes give). Tails: groups past the row are zero in weights, activations and
-// scales, so they add 0 x 0.
-//
-// Every output element takes the same operations in the same order whatever the tile shape
-// (exact int sums, then cvt, ws x xs, fma per block in block order, store_tile512 / hsum512),
-// but not those of VnniQ8 / q8_decode_rows: calls with kMatmulExactRows stay on those.
+// Groups past the last whole block (SmolLM2's 576 columns: 18 groups = 1 block + 2) take a pair
+// step (one vpdpbusd per two groups, then convert, scale, fma; the lanes hold 4-product partial
+// sums of group g (0-7) and g+1 (8-15)): a transposed block of zeros would cost a whole block.
+// Tails of odd group counts: the upper group of the last pair is zero in weights, activations
+// and scales, so it adds 0 x 0.
 constexpr uint32_t kBlockGroups = 16;
-constexpr uint32_t kGroupedMinTokens = 16;
-// Groups past the last whole block (SmolLM2's 576 columns: 18 groups = 1 block + 2) take the
-// tiles' pair step instead (one vpdpbusd per two groups, then convert, scale, fma; the lanes hold
-// 4-product partial sums of group g (0-7) and g+1 (8-15)): a transposed block of zeros would
-// cost a whole block for them.
-//
-// Prepared activations of one token: per whole block xt[8] (64 B each, lane L = dword m of group
-// pi(L)), int32 x 16: -128 x (sum of group pi(L)), float x 16: scale of group pi(L); then per
-// tail pair its 64 bytes as they are (the upper 32 zero when the pair has one group), int32 x 16:
-// -128 x (each lane's 4 bytes), float x 16: [scale g x 8 | scale g+1 x 8].
+// Prepared activations of one token: per whole block xt[8] (64 B each, the block transposed as
+// the weights are), int32 x 16: -128 x (sum of group sigma(L)), float x 16: scale of group
+// sigma(L); then per tail pair its 64 bytes as they are (the upper 32 zero when the pair has one
+// group), int32 x 16: -128 x (each lane's 4 bytes), float x 16: [scale g x 8 | scale g+1 x 8].
 constexpr size_t kPrepXt = 0, kPrepNeg = 512, kPrepScale = 576, kPrepBlockBytes = 640;
 constexpr size_t kPairNeg = 64, kPairScale = 128, kPrepPairBytes = 192;
 // Stack buffer for the prepared tokens of one chunk (a matmul over more tokens takes several
 // chunks, each reading the weights again: at 64 KiB a SmolLM2-shape row of 576 / 1536 columns
 // leaves 78 / 34 tokens per chunk). Worker stacks are 256 KiB (platform/threads.h).
 constexpr size_t kPrepBytes = 64 * 1024;
+// Tokens per multi-token tile: 8 transposed weight vectors + 10 sums + 10 accumulators fit the
+// 32 zmm registers (two rows x 8 tokens spilled). A 1+8-token verification pass is one tile
+// (measured, SmolLM2's 1536 x 576 in cache: 9 tokens 29 ms per 256 MiB as one tile, 34 as 5 + 4).
+constexpr int kMaxTileTokens = 10;
 
-inline __m512i pi_index() {
-  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+inline __m512i sigma_index() {
+  return _mm512_setr_epi32(0, 4, 2, 6, 1, 5, 3, 7, 8, 12, 10, 14, 9, 13, 11, 15);
 }
 
-// v[c] (c = 0..7): bytes [64c, 64c+64) of a block: lanes 0-7 group 2c, 8-15 group 2c+1, by dword.
-// Afterwards v[m]: lane L = dword m of group pi(L). Two 8x8 dword transposes, one per 256-bit half.
-inline void transpose_block(__m512i (&v)[8]) {
-  __m512i t[8], u[8];
+// v[c] (c = 0..7): bytes [64c, 64c+64) of a block (lanes 0-7: group 2c by dword, 8-15: 2c+1).
+// Afterwards the lane-wise sum over m of v[m] is reduce_block(v as it was): lane L of every v[m]
+// holds one dword of group sigma(L). The same three levels as reduce_block, each keeping both
+// halves of an unpack (or 128-bit shuffle) pair instead of adding them.
+[[gnu::always_inline]] inline void transpose_block(__m512i (&v)[8]) {
+  __m512i a[8], b[8];
   for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]);
-    t[2 * k + 1] = _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]);
+    a[2 * k] = _mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]);
+    a[2 * k + 1] = _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]);
   }
-  for (int k = 0; k < 2; ++k) {
-    u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k + 0], t[4 * k + 2]);  // dwords 0 | 4
-    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k + 0], t[4 * k + 2]);  // 1 | 5
-    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);  // 2 | 6
-    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);  // 3 | 7
+  for (int h = 0; h < 2; ++h) {
+    const __m512i* e = a + 4 * h;  // e[0] + e[1] and e[2] + e[3]: reduce_block's two inputs
+    b[4 * h + 0] = _mm512_unpacklo_epi32(e[0], e[2]);
+    b[4 * h + 1] = _mm512_unpackhi_epi32(e[0], e[2]);
+    b[4 * h + 2] = _mm512_unpacklo_epi32(e[1], e[3]);
+    b[4 * h + 3] = _mm512_unpackhi_epi32(e[1], e[3]);
   }
-  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-  const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-  for (int m = 0; m < 4; ++m) {
-    v[m] = _mm512_permutex2var_epi64(u[m], lo, u[4 + m]);
-    v[m + 4] = _mm512_permutex2var_epi64(u[m], hi, u[4 + m]);
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = _mm512_shuffle_i32x4(b[i], b[4 + i], 0x88);      // 128-bit lanes 0, 2 | 0, 2
+    v[2 * i + 1] = _mm512_shuffle_i32x4(b[i], b[4 + i], 0xdd);  // 1, 3 | 1, 3
   }
+}
+
+// The 16 lane sums of d[0..7] laid out as above: d[c] lanes 0-7 add into group 2c's lane, 8-15
+// into 2c+1's. (unpacklo + unpackhi of a pair: each 128-bit lane [A0+A2, B0+B2, A1+A3, B1+B3].)
+[[gnu::always_inline]] inline __m512i reduce_block(const __m512i (&d)[8]) {
+  __m512i e[4];
+  for (int k = 0; k < 4; ++k)
+    e[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(d[2 * k], d[2 * k + 1]),
+                            _mm512_unpackhi_epi32(d[2 * k], d[2 * k + 1]));
+  const __m512i f0 = _mm512_add_epi32(_mm512_unpacklo_epi32(e[0], e[1]), _mm512_unpackhi_epi32(e[0], e[1]));
+  const __m512i f1 = _mm512_add_epi32(_mm512_unpacklo_epi32(e[2], e[3]), _mm512_unpackhi_epi32(e[2], e[3]));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(f0, f1, 0x88), _mm512_shuffle_i32x4(f0, f1, 0xdd));
 }
 
 // The 64 bytes of tail pair k (groups 2k, 2k+1 from `g0`) of a row or activation row p; the upper
 // half zero when group 2k+1 is past the row's `groups`.
-inline __m512i load_pair(const void* p, uint32_t g0, uint32_t groups, uint32_t k) {
+[[gnu::always_inline]] inline __m512i load_pair(const void* p, uint32_t g0, uint32_t groups, uint32_t k) {
   const uint8_t* q = static_cast<const uint8_t*>(p) + (static_cast<size_t>(g0) + 2 * k) * 32;
   return g0 + 2 * k + 1 < groups ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi8(0xffffffffull, q);
 }
@@ -467,7 +385,8 @@ void prep_tokens(const QuantActs& x, uint32_t n, uint32_t groups, size_t p_strid
       }
       _mm512_store_si512(o + kPrepNeg, _mm512_sub_epi32(zero, sum));
       const __m512 s = _mm512_loadu_ps(xs + b * kBlockGroups);
-      _mm512_store_ps(reinterpret_cast<float*>(o + kPrepScale), _mm512_permutexvar_ps(pi_index(), s));
+      _mm512_store_ps(reinterpret_cast<float*>(o + kPrepScale),
+                      _mm512_permutexvar_ps(sigma_index(), s));
     }
     for (uint32_t k = 0; k < pairs; ++k, o += kPrepPairBytes) {
       const __m512i v = load_pair(xq, g0, groups, k);
@@ -481,123 +400,165 @@ void prep_tokens(const QuantActs& x, uint32_t n, uint32_t groups, size_t p_strid
   }
 }
 
-struct GroupedQ8 {
+// Y[j * y_stride] = hsum512(acc[j]) for j < T, eight at a time through hsum512x8.
+template <int T>
+[[gnu::always_inline]] inline void store_sums(const __m512 (&acc)[T], float* Y, size_t y_stride) {
+  constexpr int kOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};  // lane of v[j] in hsum512x8's result
+  for (int j0 = 0; j0 < T; j0 += 8) {
+    if (T - j0 == 1) {
+      Y[j0 * y_stride] = hsum512(acc[j0]);
+      break;
+    }
+    __m512 v[8];
+    for (int j = 0; j < 8; ++j) v[j] = j0 + j < T ? acc[j0 + j] : _mm512_setzero_ps();
+    alignas(32) float out[8];
+    _mm256_store_ps(out, hsum512x8(v));
+    for (int j = 0; j < 8 && j0 + j < T; ++j) Y[(j0 + j) * y_stride] = out[kOrder[j]];
+  }
+}
+
+struct BlockQ8 {
   const uint8_t* W;    // row r at W + r * w_row_bytes
   size_t w_row_bytes;
   const uint16_t* WS;  // (rows, groups)
   uint32_t groups;
   uint32_t blocks;     // whole blocks of 16 groups
   uint32_t pairs;      // tail pairs after them
+  const int8_t* X;     // token 0 as quantized (decode reads its blocks in memory order)
   const uint8_t* P;    // prepared token t at P + t * p_stride
   size_t p_stride;
   float* Y;            // token t, row r at Y[t * y_stride + r]
   size_t y_stride;
 
-  // Rows [r, r+R) x tokens [t, t+T). The R x T integer sums of a block advance together, dword
-  // vector by dword vector (m outer), so their vpdpbusd chains overlap instead of each waiting
-  // on its own previous step; the transposed weights wait in a small stack buffer.
-  template <int R, int T>
-  void tile(uint32_t r, uint32_t t) const {
+  const uint8_t* prep(uint32_t t) const { return P + t * p_stride; }
+
+  // The tail pairs of row r for tokens [t, t+T), into acc.
+  template <int T>
+  [[gnu::always_inline]] void tail(uint32_t r, uint32_t t, __m512 (&acc)[T]) const {
     const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
-    __m512 acc[R][T];
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)
-      _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
-    alignas(64) __m512i ut[R][8];  // row i's block, transposed, + 128
-    for (uint32_t b = 0; b < blocks; ++b) {
-      __m512 ws[R];
-      _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {
-        const uint8_t* row = W + static_cast<size_t>(r + i) * w_row_bytes + static_cast<size_t>(b) * 512;
-        prefetch(row + kPrefetchBytes);
-        prefetch(row + 256 + kPrefetchBytes);
-        __m512i u[8];
-        _Pragma("GCC unroll 8") for (int c = 0; c < 8; ++c) u[c] = _mm512_loadu_si512(row + 64 * c);
-        transpose_block(u);
-        _Pragma("GCC unroll 8") for (int m = 0; m < 8; ++m) ut[i][m] = _mm512_xor_si512(u[m], offset);  // w + 128
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-            WS + static_cast<size_t>(r + i) * groups + b * kBlockGroups));
-        ws[i] = _mm512_permutexvar_ps(pi_index(), _mm512_cvtph_ps(h));
-      }
-      const uint8_t* pb[T];
-      __m512i d[R][T];
-      _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j) {
-        pb[j] = P + (t + j) * p_stride + static_cast<size_t>(b) * kPrepBlockBytes;
-        const __m512i neg = _mm512_load_si512(pb[j] + kPrepNeg);
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) d[i][j] = neg;
-      }
-      _Pragma("GCC unroll 8") for (int m = 0; m < 8; ++m) {
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {
-          const __m512i u = ut[i][m];
-          _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j)
-            d[i][j] = _mm512_dpbusd_epi32(d[i][j], u, _mm512_load_si512(pb[j] + kPrepXt + 64 * m));
-        }
-      }
-      _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j) {
-        const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb[j] + kPrepScale));
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)
-          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[i][j]), _mm512_mul_ps(ws[i], xs), acc[i][j]);
-      }
-    }
+    const uint8_t* row = W + static_cast<size_t>(r) * w_row_bytes;
     const uint32_t g0 = blocks * kBlockGroups;
     for (uint32_t k = 0; k < pairs; ++k) {
-      __m512i u[R];
-      __m512 ws[R];
       const bool two = g0 + 2 * k + 1 < groups;
-      _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {
-        const uint8_t* row = W + static_cast<size_t>(r + i) * w_row_bytes;
-        u[i] = _mm512_xor_si512(load_pair(row, g0, groups, k), offset);
-        const __m128i h = _mm_maskz_loadu_epi16(two ? 0x3 : 0x1,
-                                                WS + static_cast<size_t>(r + i) * groups + g0 + 2 * k);
-        ws[i] = _mm512_permutexvar_ps(pair_index(0), _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
-      }
-      _Pragma("GCC unroll 8") for (int j = 0; j < T; ++j) {
-        const uint8_t* pp = P + (t + j) * p_stride + static_cast<size_t>(blocks) * kPrepBlockBytes +
+      const __m512i u = _mm512_xor_si512(load_pair(row, g0, groups, k), offset);
+      const __m128i h = _mm_maskz_loadu_epi16(two ? 0x3 : 0x1,
+                                              WS + static_cast<size_t>(r) * groups + g0 + 2 * k);
+      const __m512 ws = _mm512_permutexvar_ps(pair_index(0), _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+        const uint8_t* pp = prep(t + j) + static_cast<size_t>(blocks) * kPrepBlockBytes +
                             static_cast<size_t>(k) * kPrepPairBytes;
-        const __m512i xv = _mm512_load_si512(pp);
-        const __m512i neg = _mm512_load_si512(pp + kPairNeg);
+        const __m512i dd = _mm512_dpbusd_epi32(_mm512_load_si512(pp + kPairNeg), u, _mm512_load_si512(pp));
         const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pp + kPairScale));
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {
-          const __m512i dd = _mm512_dpbusd_epi32(neg, u[i], xv);
-          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dd), _mm512_mul_ps(ws[i], xs), acc[i][j]);
-        }
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dd), _mm512_mul_ps(ws, xs), acc[j]);
       }
     }
-    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+
+  // Block b's 16 w scales of row r, in sigma order.
+  [[gnu::always_inline]] __m512 block_ws(uint32_t r, uint32_t b) const {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+        WS + static_cast<size_t>(r) * groups + static_cast<size_t>(b) * kBlockGroups));
+    return _mm512_permutexvar_ps(sigma_index(), _mm512_cvtph_ps(h));
+  }
+
+  // Decode: row r, token 0. The eight vpdpbusd of a block are independent (the tree joins them),
+  // and the row streams in memory order.
+  void row1(uint32_t r) const {
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+    const uint8_t* row = W + static_cast<size_t>(r) * w_row_bytes;
+    __m512 acc[1] = {_mm512_setzero_ps()};
+    for (uint32_t b = 0; b < blocks; ++b) {
+      const uint8_t* p = row + static_cast<size_t>(b) * 512;
+      const int8_t* xp = X + static_cast<size_t>(b) * 512;
+      __m512i d[8];
+      _Pragma("GCC unroll 16") for (int c = 0; c < 8; ++c) {
+        prefetch(p + 64 * c + kPrefetchBytes);
+        const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(p + 64 * c), offset);  // w + 128
+        d[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(xp + 64 * c));
+      }
+      const uint8_t* pb = prep(0) + static_cast<size_t>(b) * kPrepBlockBytes;
+      const __m512i isum = _mm512_add_epi32(reduce_block(d), _mm512_load_si512(pb + kPrepNeg));
+      const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb + kPrepScale));
+      acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(block_ws(r, b), xs), acc[0]);
+    }
+    tail<1>(r, 0, acc);
+    Y[r] = hsum512(acc[0]);
+  }
+
+  // Row r, tokens [t, t+T) (2 <= T <= kMaxTileTokens): each block transposed once for the T
+  // tokens. Up to 4 tokens, each sum runs as two vpdpbusd chains (even / odd m; int32 adds are
+  // exact, so the split changes nothing) for the out-of-order core to overlap.
+  template <int T>
+  void row_tokens(uint32_t r, uint32_t t) const {
+    constexpr int K = T <= 4 ? 2 : 1;
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+    const uint8_t* row = W + static_cast<size_t>(r) * w_row_bytes;
+    __m512 acc[T];
+    _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_ps();
+    for (uint32_t b = 0; b < blocks; ++b) {
+      const uint8_t* p = row + static_cast<size_t>(b) * 512;
+      __m512i u[8];
+      _Pragma("GCC unroll 16") for (int c = 0; c < 8; ++c) {
+        prefetch(p + 64 * c + kPrefetchBytes);
+        u[c] = _mm512_xor_si512(_mm512_loadu_si512(p + 64 * c), offset);  // w + 128
+      }
+      transpose_block(u);
+      const __m512 ws = block_ws(r, b);
+      const uint8_t* pb[T];
+      __m512i d[T][K];
+      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+        pb[j] = prep(t + j) + static_cast<size_t>(b) * kPrepBlockBytes;
+        d[j][0] = _mm512_load_si512(pb[j] + kPrepNeg);
+        if constexpr (K == 2) d[j][1] = _mm512_setzero_si512();
+      }
+      _Pragma("GCC unroll 16") for (int m = 0; m < 8; ++m) {
+        _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j)
+          d[j][m % K] = _mm512_dpbusd_epi32(d[j][m % K], u[m], _mm512_load_si512(pb[j] + kPrepXt + 64 * m));
+      }
+      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+        __m512i isum = d[j][0];
+        if constexpr (K == 2) isum = _mm512_add_epi32(isum, d[j][1]);
+        const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb[j] + kPrepScale));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws, xs), acc[j]);
+      }
+    }
+    tail<T>(r, t, acc);
+    store_sums<T>(acc, Y + static_cast<size_t>(t) * y_stride + r, y_stride);
+  }
+
+  void tile(uint32_t r, uint32_t t, uint32_t width) const {
+    switch (width) {
+      case 10: return row_tokens<10>(r, t);
+      case 9: return row_tokens<9>(r, t);
+      case 8: return row_tokens<8>(r, t);
+      case 7: return row_tokens<7>(r, t);
+      case 6: return row_tokens<6>(r, t);
+      case 5: return row_tokens<5>(r, t);
+      case 4: return row_tokens<4>(r, t);
+      case 3: return row_tokens<3>(r, t);
+      case 2: return row_tokens<2>(r, t);
+      default: return;
+    }
+  }
+
+  // Tokens [0, n) (n >= 2) of row r: the fewest tiles of at most kMaxTileTokens tokens, their
+  // widths balanced (9 tokens: 5 + 4, not 8 + 1).
+  void row_all(uint32_t r, uint32_t n) const {
+    const uint32_t tiles = (n + kMaxTileTokens - 1) / kMaxTileTokens;
+    const uint32_t base = n / tiles, extra = n % tiles;
+    uint32_t t = 0;
+    for (uint32_t i = 0; i < tiles; ++i) {
+      const uint32_t width = base + (i < extra ? 1 : 0);
+      tile(r, t, width);
+      t += width;
+    }
   }
 };
 
-template <int R>
-inline void grouped_tile(const GroupedQ8& k, uint32_t r, uint32_t t, uint32_t width) {
-  switch (width) {
-    case 8: return k.tile<R, 8>(r, t);
-    case 7: return k.tile<R, 7>(r, t);
-    case 6: return k.tile<R, 6>(r, t);
-    case 5: return k.tile<R, 5>(r, t);
-    case 4: return k.tile<R, 4>(r, t);
-    case 3: return k.tile<R, 3>(r, t);
-    case 2: return k.tile<R, 2>(r, t);
-    case 1: return k.tile<R, 1>(r, t);
-    default: return;
-  }
-}
-
-// Tokens [0, n) of rows [r, r+R): the fewest tiles of at most 8 tokens (each transposes the rows'
-// blocks once), their widths balanced (9 tokens: 5 + 4, not 8 + 1, whose 1-token tile would have
-// two vpdpbusd chains to overlap).
-template <int R>
-inline void grouped_tokens(const GroupedQ8& k, uint32_t r, uint32_t n) {
-  const uint32_t tiles = (n + 7) / 8, base = n / tiles, extra = n % tiles;
-  uint32_t t = 0;
-  for (uint32_t i = 0; i < tiles; ++i) {
-    const uint32_t width = base + (i < extra ? 1 : 0);
-    grouped_tile<R>(k, r, t, width);
-    t += width;
-  }
-}
-
 // false when one token's prepared activations do not fit the stack buffer (rows wider than
-// ~52k columns): then the caller takes VnniQ8, for decode and many-token calls alike.
-bool q8_grouped(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-                uint32_t r1) {
+// ~52k columns): then the caller takes VnniQ8, for every token count alike.
+bool q8_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+               uint32_t r1) {
   const uint32_t groups = w.row_stride / kQuantGroup;
   const uint32_t blocks = groups / kBlockGroups;
   const uint32_t pairs = (groups - blocks * kBlockGroups + 1) / 2;
@@ -605,7 +566,7 @@ bool q8_grouped(const WeightView& w, const QuantActs& x, uint32_t n, float* y, u
   if (per_token > kPrepBytes) return false;
   alignas(64) uint8_t prep[kPrepBytes];
   const uint32_t chunk = static_cast<uint32_t>(kPrepBytes / per_token);
-  GroupedQ8 k;
+  BlockQ8 k;
   k.W = static_cast<const uint8_t*>(w.data);
   k.w_row_bytes = w.row_stride;
   k.WS = w.scales;
@@ -616,18 +577,18 @@ bool q8_grouped(const WeightView& w, const QuantActs& x, uint32_t n, float* y, u
   k.p_stride = per_token;
   k.y_stride = w.rows;
   for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+    // A last chunk of one token takes the decode walk: the same floats as a tile's.
     const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
     const QuantActs xc{x.qs + static_cast<size_t>(t0) * x.stride,
                        x.scales + static_cast<size_t>(t0) * (x.stride / kQuantGroup), x.stride};
     prep_tokens(xc, nt, groups, per_token, prep);
+    k.X = xc.qs;
     k.Y = y + static_cast<size_t>(t0) * w.rows;
-    uint32_t r = r0;
     if (nt == 1) {
-      for (; r < r1; ++r) k.tile<1, 1>(r, 0);  // decode: one row stream at a time
-      continue;
+      for (uint32_t r = r0; r < r1; ++r) k.row1(r);
+    } else {
+      for (uint32_t r = r0; r < r1; ++r) k.row_all(r, nt);
     }
-    for (; r + 2 <= r1; r += 2) grouped_tokens<2>(k, r, nt);
-    if (r < r1) grouped_tokens<1>(k, r, nt);
   }
   return true;
 }
@@ -636,19 +597,11 @@ bool q8_grouped(const WeightView& w, const QuantActs& x, uint32_t n, float* y, u
 
 void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                       uint32_t r1) {
-  // Prefill of kGroupedMinTokens tokens or more: the grouped walk (measured on the SmolLM2
-  // shape q8, one thread, alternating runs: pp128 437 -> 524 tok/s; below ~16 tokens it lost to
-  // the tiles: pp5 379 -> 328, pp9 423 -> 391, and decode 148 -> 119 against q8_decode_rows).
-  // Exact rows (kMatmulExactRows, speculative verification) always take the tiles, which compute
-  // each row as q8_decode_rows does; the grouped walk's rounding differs (it sums each group's
-  // integers before converting).
-  if (!(n & kMatmulExactRows) && n >= kGroupedMinTokens && q8_grouped(w, x, n, y, r0, r1)) return;
+  // Both walks are shape-invariant (each computes every row as its own decode does), so exact
+  // rows (kMatmulExactRows: verification passes, beam steps, scoring) need nothing of their own.
+  n &= ~kMatmulExactRows;
+  if (q8_blocks(w, x, n, y, r0, r1)) return;
   const VnniQ8 m = quant_mat<VnniQ8>(w, x, y);
-  if (n == 1 && q8_decode_rows(m, r0, r1)) return;
-  const uint32_t tokens = n & ~kMatmulExactRows;
-  if (tokens == 2 && q8_decode_tokens<2>(m, r0, r1)) return;
-  if (tokens == 3 && q8_decode_tokens<3>(m, r0, r1)) return;
-  if (tokens == 4 && q8_decode_tokens<4>(m, r0, r1)) return;
   drive<4, 4, 4>(m, n, r0, r1);
 }
 

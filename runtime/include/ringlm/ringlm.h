@@ -448,7 +448,8 @@ RLM_API rlm_status rlm_session_set_logprobs(rlm_session* session, int enable,
  * restarts as after feeding. The first token is scored against the logits of the position
  * before it: RLM_ERR_BAD_STATE when the sequence is empty (feed BOS or a prefix first).
  * `logprobs` (n floats), `logits` (n * vocab_size floats: row i is the raw distribution tokens[i]
- * was scored against) and `sum` (the sum of the n log-probabilities, in double) may each be NULL.
+ * was scored against) and `sum` (the sum of the n log-probabilities, in double) may each be NULL
+ * (without `logprobs` and `sum` no log-sum-exp is computed: the passes alone run).
  * RLM_ERR_TOKEN_OUT_OF_RANGE for a token outside the vocabulary (nothing runs then);
  * RLM_ERR_CAPACITY at the position limit. */
 RLM_API rlm_status rlm_session_score(rlm_session* session, const int32_t* tokens, size_t n,
