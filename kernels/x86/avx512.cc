@@ -365,9 +365,10 @@ inline __m512i sigma_index() {
 
 // Prepares `n` tokens of x (token t at x.qs + t * x.stride) with `groups` groups each into P
 // (token t at P + t * p_stride).
-void prep_tokens(const QuantActs& x, uint32_t n, uint32_t groups, size_t p_stride, uint8_t* P) {
+void prep_tokens(const QuantActs& x, uint32_t n, uint32_t groups, bool tail8, size_t p_stride,
+                 uint8_t* P) {
   const uint32_t blocks = groups / kBlockGroups, g0 = blocks * kBlockGroups;
-  const uint32_t pairs = (groups - g0 + 1) / 2;
+  const uint32_t pairs = tail8 ? 0 : (groups - g0 + 1) / 2;
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i zero = _mm512_setzero_si512();
   for (uint32_t t = 0; t < n; ++t) {
@@ -387,6 +388,23 @@ void prep_tokens(const QuantActs& x, uint32_t n, uint32_t groups, size_t p_strid
       const __m512 s = _mm512_loadu_ps(xs + b * kBlockGroups);
       _mm512_store_ps(reinterpret_cast<float*>(o + kPrepScale),
                       _mm512_permutexvar_ps(sigma_index(), s));
+    }
+    if (tail8) {
+      // The two tail groups as eight rows' tails see them (BlockQ8::tail8): eight copies of
+      // their 64 bytes, transposed as the weights' rows are; virtual group v is tail group v % 2.
+      __m512i v[8];
+      for (int c = 0; c < 8; ++c) v[c] = _mm512_loadu_si512(xq + g0 * kQuantGroup);
+      transpose_block(v);
+      __m512i sum = zero;
+      for (int m = 0; m < 8; ++m) {
+        _mm512_store_si512(o + kPrepXt + 64 * m, v[m]);
+        sum = _mm512_dpbusd_epi32(sum, offset, v[m]);
+      }
+      _mm512_store_si512(o + kPrepNeg, _mm512_sub_epi32(zero, sum));
+      const __m512 s2 = _mm512_permutexvar_ps(  // lane v: the scale of tail group v % 2
+          _mm512_set1_epi64(0x0000000100000000ll), _mm512_castps128_ps512(_mm_castpd_ps(
+                                                        _mm_load_sd(reinterpret_cast<const double*>(xs + g0)))));
+      _mm512_store_ps(reinterpret_cast<float*>(o + kPrepScale), _mm512_permutexvar_ps(sigma_index(), s2));
     }
     for (uint32_t k = 0; k < pairs; ++k, o += kPrepPairBytes) {
       const __m512i v = load_pair(xq, g0, groups, k);
@@ -424,6 +442,7 @@ struct BlockQ8 {
   uint32_t groups;
   uint32_t blocks;     // whole blocks of 16 groups
   uint32_t pairs;      // tail pairs after them
+  bool tail8;          // the rows end in exactly two groups past the blocks: tail8 below
   const int8_t* X;     // token 0 as quantized (decode reads its blocks in memory order)
   const uint8_t* P;    // prepared token t at P + t * p_stride
   size_t p_stride;
@@ -459,6 +478,52 @@ struct BlockQ8 {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
         WS + static_cast<size_t>(r) * groups + static_cast<size_t>(b) * kBlockGroups));
     return _mm512_permutexvar_ps(sigma_index(), _mm512_cvtph_ps(h));
+  }
+
+  // Rows ending in exactly two groups past the blocks (SmolLM2's 576 columns: 16 + 2; every row
+  // of 64 columns): the tails of eight rows [r, r+8) (those below r_end; the others zero, never
+  // stored) form one block of 16 virtual groups, v = 2 * (row - r) + tail group, transposed as a
+  // row block is, so eight vpdpbusd per token give the 16 exact tail sums of eight rows (the
+  // activations' tail prepared to match); then per row y = h + (t0 + t1), h the blocks' sum the
+  // row's walk stored in Y and t_g = cvt(isum_g) * (w_scale_g * x_scale_g). Decode and every tile
+  // take these operations, so rows stay equal whatever the token count. (The pair step costs
+  // five vector ops per row and token for these two groups, ~20 % of a 576-column row.)
+  [[gnu::always_inline]] void tail8_rows(uint32_t r, uint32_t r_end, uint32_t t, uint32_t n) const {
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+    const uint32_t g0 = blocks * kBlockGroups;
+    const uint32_t rows = r_end - r < 8 ? r_end - r : 8;
+    __m512i u[8];
+    alignas(32) uint32_t wsp[8];  // row i's two f16 tail scales
+    for (uint32_t i = 0; i < 8; ++i) {
+      if (i < rows) {
+        const uint8_t* p = W + static_cast<size_t>(r + i) * w_row_bytes + g0 * kQuantGroup;
+        u[i] = _mm512_xor_si512(_mm512_loadu_si512(p), offset);  // w + 128
+        memcpy(&wsp[i], WS + static_cast<size_t>(r + i) * groups + g0, sizeof(uint32_t));
+      } else {
+        u[i] = _mm512_setzero_si512();  // adds 0 x x: its rows are never stored
+        wsp[i] = 0;
+      }
+    }
+    transpose_block(u);
+    const __m512 ws = _mm512_permutexvar_ps(
+        sigma_index(), _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wsp))));
+    // Lanes of virtual groups 0, 2, .., 14 (the rows' first tail group), then 1, 3, .., 15.
+    const __m512i split = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+    const __mmask8 keep = static_cast<__mmask8>((1u << rows) - 1);
+    for (uint32_t j = t; j < t + n; ++j) {
+      const uint8_t* pb = prep(j) + static_cast<size_t>(blocks) * kPrepBlockBytes;
+      __m512i d0 = _mm512_load_si512(pb + kPrepNeg), d1 = _mm512_setzero_si512();
+      _Pragma("GCC unroll 8") for (int m = 0; m < 8; m += 2) {
+        d0 = _mm512_dpbusd_epi32(d0, u[m], _mm512_load_si512(pb + kPrepXt + 64 * m));
+        d1 = _mm512_dpbusd_epi32(d1, u[m + 1], _mm512_load_si512(pb + kPrepXt + 64 * (m + 1)));
+      }
+      const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb + kPrepScale));
+      const __m512 terms = _mm512_permutexvar_ps(
+          split, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(d0, d1)), _mm512_mul_ps(ws, xs)));
+      const __m256 sums = _mm256_add_ps(_mm512_castps512_ps256(terms), hi256(terms));
+      float* yr = Y + static_cast<size_t>(j) * y_stride + r;
+      _mm256_mask_storeu_ps(yr, keep, _mm256_add_ps(_mm256_maskz_loadu_ps(keep, yr), sums));
+    }
   }
 
   // Decode: row r, token 0. The eight vpdpbusd of a block are independent (the tree joins them),
@@ -557,6 +622,9 @@ struct BlockQ8 {
       for (uint32_t i = 0; i < tiles; ++i) {
         const uint32_t width = base + (i < extra ? 1 : 0);
         for (uint32_t r = rb; r < re; ++r) tile(r, t, width);
+        if (tail8) {
+          for (uint32_t r = rb; r < re; r += 8) tail8_rows(r, re, t, width);
+        }
         t += width;
       }
     }
@@ -569,8 +637,9 @@ bool q8_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
                uint32_t r1) {
   const uint32_t groups = w.row_stride / kQuantGroup;
   const uint32_t blocks = groups / kBlockGroups;
-  const uint32_t pairs = (groups - blocks * kBlockGroups + 1) / 2;
-  const size_t per_token = blocks * kPrepBlockBytes + pairs * kPrepPairBytes;
+  const bool tail8 = groups - blocks * kBlockGroups == 2;
+  const uint32_t pairs = tail8 ? 0 : (groups - blocks * kBlockGroups + 1) / 2;
+  const size_t per_token = (blocks + (tail8 ? 1 : 0)) * kPrepBlockBytes + pairs * kPrepPairBytes;
   if (per_token > kPrepBytes) return false;
   alignas(64) uint8_t prep[kPrepBytes];
   const uint32_t chunk = static_cast<uint32_t>(kPrepBytes / per_token);
@@ -581,6 +650,7 @@ bool q8_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
   k.groups = groups;
   k.blocks = blocks;
   k.pairs = pairs;
+  k.tail8 = tail8;
   k.P = prep;
   k.p_stride = per_token;
   k.y_stride = w.rows;
@@ -589,11 +659,19 @@ bool q8_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
     const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
     const QuantActs xc{x.qs + static_cast<size_t>(t0) * x.stride,
                        x.scales + static_cast<size_t>(t0) * (x.stride / kQuantGroup), x.stride};
-    prep_tokens(xc, nt, groups, per_token, prep);
+    prep_tokens(xc, nt, groups, tail8, per_token, prep);
     k.X = xc.qs;
     k.Y = y + static_cast<size_t>(t0) * w.rows;
     if (nt == 1) {
-      for (uint32_t r = r0; r < r1; ++r) k.row1(r);
+      if (tail8) {
+        for (uint32_t r = r0; r < r1; r += 8) {
+          const uint32_t re = r1 - r < 8 ? r1 : r + 8;
+          for (uint32_t i = r; i < re; ++i) k.row1(i);
+          k.tail8_rows(r, re, 0, 1);
+        }
+      } else {
+        for (uint32_t r = r0; r < r1; ++r) k.row1(r);
+      }
     } else {
       k.rows_all(r0, r1, nt);
     }
