@@ -679,6 +679,317 @@ bool q8_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
   return true;
 }
 
+// ---- Q4 / Q5 / Q4_1 / Q5_1 prefill: block sums ---------------------------------------------------
+// BlockQ8's multi-token scheme for the nibble encodings, for prefill (2+ tokens without
+// kMatmulExactRows): each 32-group's integer sum finished in its own int32 lane, 16 groups (four
+// vectors of nibbles) a block, then one convert, one scale multiply and one fma (Q4_1 / Q5_1: and
+// one fma of the min term) per block and token. Q4Quad's unpack gives per four groups ulo (128-bit
+// lane k: values 0-15 of group k, as dwords 0-3) and uhi (values 16-31); ulo_0..3 and uhi_0..3,
+// each transposed 4x4 within 128-bit lanes (8 ops each, once per row block for up to 10 tokens),
+// put dword p of group 4a + k in lane 4k + a of vector p: eight vpdpbusd per token give the sums
+// of group sigma4(L) = 4 (L % 4) + L / 4 in lane L, the activations transposed alike once per
+// call with the correction (Q4: -8 sum(x), Q5: -16 sum(x); none for the unsigned Q4_1 / Q5_1) in
+// that order. Groups past the last whole block take Q4Quad's quad step. Per 16 groups, row and
+// token: 8 vpdpbusd + 4 where Q4Quad's tiles take 8 + 12.
+// Decode and exact rows (verification passes, beam steps, scoring) stay on Q4Quad, whose decode
+// (8 rows a step, the activations shared) the block sums did not beat (1536 x 576 q4, one thread,
+// in cache: 5.3 against 4.3 ms per 256 MiB by a per-row reduction tree); its tiles are
+// shape-invariant, so a verification pass runs at tile speed anyway.
+inline __m512i sigma4_index() {
+  return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+}
+
+// v[0..3] -> w[0..3]: 128-bit lane k of w[p] = [v0.k.p, v1.k.p, v2.k.p, v3.k.p] (dword p of lane k
+// of each input).
+[[gnu::always_inline]] inline void transpose4_lanes(const __m512i* v, __m512i* w) {
+  const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+  w[0] = _mm512_unpacklo_epi64(t0, t2);
+  w[1] = _mm512_unpackhi_epi64(t0, t2);
+  w[2] = _mm512_unpacklo_epi64(t1, t3);
+  w[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Prepared activations of one token: per whole block xt[8] (the transposed vectors), int32 x 16:
+// the correction in sigma4 order, float x 16: the scales in sigma4 order, (kMin) float x 16:
+// x_scale * sum(x) per group in sigma4 order; then per tail quad xlo, xhi, the correction (lane
+// 4k + i: -offset * group k's dword i sum), the scales (lane 4k + i: group k's) and (kMin) the
+// sums (lane 4k: group k's, else 0).
+constexpr size_t kP4Xt = 0, kP4Neg = 512, kP4Scale = 576, kP4Sum = 640;
+constexpr size_t kQ4QuadXlo = 0, kQ4QuadXhi = 64, kQ4QuadNeg = 128, kQ4QuadScale = 192, kQ4QuadSum = 256;
+inline size_t q4_block_bytes(bool kmin) { return kmin ? 704 : 640; }
+inline size_t q4_quad_bytes(bool kmin) { return kmin ? 320 : 256; }
+
+// The quad (four groups from g) of an activation row as xlo / xhi; groups past `ng` zero.
+[[gnu::always_inline]] inline void load_x_quad(const int8_t* xq, uint32_t ng, __m512i* xlo, __m512i* xhi) {
+  const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+  const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+  const __mmask64 ma = ng >= 2 ? ~0ull : (1ull << (32 * ng)) - 1;
+  const __mmask64 mb = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
+  const __m512i a = ng >= 2 ? _mm512_loadu_si512(xq) : _mm512_maskz_loadu_epi8(ma, xq);
+  const __m512i b = ng == 4 ? _mm512_loadu_si512(xq + 64) : _mm512_maskz_loadu_epi8(mb, xq + 64);
+  *xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
+  *xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
+}
+
+template <bool kFive, bool kMin>
+void prep_q4_tokens(const QuantActs& x, uint32_t n, uint32_t groups, size_t p_stride, uint8_t* P) {
+  const uint32_t blocks = groups / kBlockGroups, g0 = blocks * kBlockGroups;
+  const uint32_t quads = (groups - g0 + 3) / 4;
+  const __m512i off = _mm512_set1_epi8(kFive ? 16 : 8);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i quad_of_lane = _mm512_srli_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+  for (uint32_t t = 0; t < n; ++t) {
+    const int8_t* xq = x.qs + static_cast<size_t>(t) * x.stride;
+    const float* xs = x.scales + static_cast<size_t>(t) * (x.stride / kQuantGroup);
+    const float* xm = kMin ? x.sums + static_cast<size_t>(t) * (x.stride / kQuantGroup) : nullptr;
+    uint8_t* o = P + t * p_stride;
+    for (uint32_t b = 0; b < blocks; ++b, o += q4_block_bytes(kMin)) {
+      __m512i xl[4], xh[4], w[8];
+      for (int a = 0; a < 4; ++a) load_x_quad(xq + (b * kBlockGroups + 4 * a) * kQuantGroup, 4, &xl[a], &xh[a]);
+      transpose4_lanes(xl, w);
+      transpose4_lanes(xh, w + 4);
+      __m512i sum = zero;
+      for (int m = 0; m < 8; ++m) {
+        _mm512_store_si512(o + kP4Xt + 64 * m, w[m]);
+        if (!kMin) sum = _mm512_dpbusd_epi32(sum, off, w[m]);
+      }
+      _mm512_store_si512(o + kP4Neg, _mm512_sub_epi32(zero, sum));
+      _mm512_store_ps(reinterpret_cast<float*>(o + kP4Scale),
+                      _mm512_permutexvar_ps(sigma4_index(), _mm512_loadu_ps(xs + b * kBlockGroups)));
+      if (kMin) {
+        _mm512_store_ps(reinterpret_cast<float*>(o + kP4Sum),
+                        _mm512_permutexvar_ps(sigma4_index(), _mm512_loadu_ps(xm + b * kBlockGroups)));
+      }
+    }
+    for (uint32_t q = 0; q < quads; ++q, o += q4_quad_bytes(kMin)) {
+      const uint32_t g = g0 + 4 * q, ng = groups - g < 4 ? groups - g : 4;
+      __m512i xlo, xhi;
+      load_x_quad(xq + g * kQuantGroup, ng, &xlo, &xhi);
+      _mm512_store_si512(o + kQ4QuadXlo, xlo);
+      _mm512_store_si512(o + kQ4QuadXhi, xhi);
+      const __m512i neg = kMin ? zero
+                               : _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(
+                                                            _mm512_dpbusd_epi32(zero, off, xlo), off, xhi));
+      _mm512_store_si512(o + kQ4QuadNeg, neg);
+      const __mmask16 gm = static_cast<__mmask16>((1u << ng) - 1);
+      _mm512_store_ps(reinterpret_cast<float*>(o + kQ4QuadScale),
+                      _mm512_permutexvar_ps(quad_of_lane, _mm512_maskz_loadu_ps(gm, xs + g)));
+      if (kMin) {
+        // lane 4k: group k's sum (once per group), the other lanes 0
+        _mm512_store_ps(reinterpret_cast<float*>(o + kQ4QuadSum),
+                        _mm512_maskz_permutexvar_ps(0x1111, quad_of_lane, _mm512_maskz_loadu_ps(gm, xm + g)));
+      }
+    }
+  }
+}
+
+template <bool kFive, bool kMin>
+struct BlockQ4 {
+  const uint8_t* W;    // row r at W + r * w_row_bytes (nibbles, 16 bytes a group)
+  size_t w_row_bytes;
+  const uint8_t* HI;   // Q5 / Q5_1: row r's fifth bits at HI + r * hi_row_bytes (4 bytes a group)
+  size_t hi_row_bytes;
+  const uint16_t* WS;  // Q4 / Q5: (rows, groups) f16; Q4_1 / Q5_1: (rows, groups, 2) (d, m)
+  size_t ws_row;       // f16 values per row of WS
+  uint32_t groups, blocks, quads;
+  const uint8_t* P;    // prepared token t at P + t * p_stride
+  size_t p_stride;
+  float* Y;            // token t, row r at Y[t * y_stride + r]
+  size_t y_stride;
+
+  const uint8_t* prep(uint32_t t) const { return P + t * p_stride; }
+
+  // The four groups from g of row r as (ulo, uhi): unsigned values (Q4: nibble ^ 8; Q5, Q5_1:
+  // with the fifth bits; Q4_1: the nibbles). ng < 4: the groups past it zero.
+  [[gnu::always_inline]] void unpack_quad(uint32_t r, uint32_t g, uint32_t ng, __m512i* ulo,
+                                          __m512i* uhi) const {
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    const uint8_t* p = W + static_cast<size_t>(r) * w_row_bytes + static_cast<size_t>(g) * 16;
+    prefetch(p + kPrefetchBytes);
+    const __m512i b = ng == 4 ? _mm512_loadu_si512(p)
+                              : _mm512_maskz_loadu_epi8((1ull << (16 * ng)) - 1, p);
+    if constexpr (kFive) {
+      merge_fifth_bits(b, HI + static_cast<size_t>(r) * hi_row_bytes + static_cast<size_t>(g) * 4, ng, ulo,
+                       uhi);
+    } else if constexpr (kMin) {
+      *ulo = _mm512_and_si512(b, nib);
+      *uhi = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+    } else {
+      const __m512i eight = _mm512_set1_epi8(8);
+      *ulo = _mm512_ternarylogic_epi32(b, nib, eight, 0x6a);  // (b & 0x0f) ^ 8
+      *uhi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(b, 4), nib, eight, 0x6a);
+    }
+  }
+
+  // Block b's w scales (kMin: d) of row r in sigma4 order, and (kMin) the mins in *m.
+  [[gnu::always_inline]] __m512 block_ws(uint32_t r, uint32_t b, __m512* m) const {
+    const uint16_t* w = WS + static_cast<size_t>(r) * ws_row;
+    if constexpr (kMin) {
+      const uint16_t* q = w + static_cast<size_t>(b) * kBlockGroups * 2;
+      const __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+      const __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 16)));
+      const __m512i s2 = _mm512_slli_epi32(sigma4_index(), 1);  // (d, m) pairs: d of group g at 2g
+      *m = _mm512_permutex2var_ps(lo, _mm512_add_epi32(s2, _mm512_set1_epi32(1)), hi);
+      return _mm512_permutex2var_ps(lo, s2, hi);
+    } else {
+      const __m256i h = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(w + static_cast<size_t>(b) * kBlockGroups));
+      return _mm512_permutexvar_ps(sigma4_index(), _mm512_cvtph_ps(h));
+    }
+  }
+
+  // Tail quad q's w scales (kMin: d, and the mins in *m, lane 4k only) of row r: lane 4k + i:
+  // group k's.
+  [[gnu::always_inline]] __m512 quad_ws(uint32_t r, uint32_t q, __m512* m) const {
+    const __m512i quad_of_lane = _mm512_srli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    const uint32_t g = blocks * kBlockGroups + 4 * q, ng = groups - g < 4 ? groups - g : 4;
+    const uint16_t* w = WS + static_cast<size_t>(r) * ws_row;
+    if constexpr (kMin) {
+      const __m512 dm = _mm512_castps256_ps512(_mm256_cvtph_ps(
+          _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (2 * ng)) - 1), w + 2 * g)));
+      const __m512i two = _mm512_slli_epi32(quad_of_lane, 1);
+      *m = _mm512_maskz_permutexvar_ps(0x1111, _mm512_add_epi32(two, _mm512_set1_epi32(1)), dm);
+      return _mm512_permutexvar_ps(two, dm);
+    } else {
+      const __m512 s = _mm512_castps256_ps512(
+          _mm256_cvtph_ps(_mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << ng) - 1), w + g)));
+      return _mm512_permutexvar_ps(quad_of_lane, s);
+    }
+  }
+
+  // The tail quads of row r for tokens [t, t+T), into acc.
+  template <int T>
+  [[gnu::always_inline]] void tail(uint32_t r, uint32_t t, __m512 (&acc)[T]) const {
+    for (uint32_t q = 0; q < quads; ++q) {
+      const uint32_t g = blocks * kBlockGroups + 4 * q, ng = groups - g < 4 ? groups - g : 4;
+      __m512i ulo, uhi;
+      unpack_quad(r, g, ng, &ulo, &uhi);
+      __m512 m;
+      const __m512 ws = quad_ws(r, q, &m);
+      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+        const uint8_t* pq = prep(t + j) + blocks * q4_block_bytes(kMin) + q * q4_quad_bytes(kMin);
+        const __m512i d = _mm512_dpbusd_epi32(
+            _mm512_dpbusd_epi32(_mm512_load_si512(pq + kQ4QuadNeg), ulo, _mm512_load_si512(pq + kQ4QuadXlo)),
+            uhi, _mm512_load_si512(pq + kQ4QuadXhi));
+        const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pq + kQ4QuadScale));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(ws, xs), acc[j]);
+        if constexpr (kMin) {
+          acc[j] = _mm512_fmadd_ps(m, _mm512_load_ps(reinterpret_cast<const float*>(pq + kQ4QuadSum)), acc[j]);
+        }
+      }
+    }
+  }
+
+  // Row r, tokens [t, t+T): each block unpacked and transposed once for the T tokens.
+  template <int T>
+  void row_tokens(uint32_t r, uint32_t t) const {
+    constexpr int K = T <= 4 ? 2 : 1;
+    __m512 acc[T];
+    _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_ps();
+    for (uint32_t b = 0; b < blocks; ++b) {
+      __m512i ul[4], uh[4], u[8];
+      _Pragma("GCC unroll 4") for (int a = 0; a < 4; ++a) unpack_quad(r, b * kBlockGroups + 4 * a, 4, &ul[a], &uh[a]);
+      transpose4_lanes(ul, u);
+      transpose4_lanes(uh, u + 4);
+      __m512 m;
+      const __m512 ws = block_ws(r, b, &m);
+      const uint8_t* pb[T];
+      __m512i d[T][K];
+      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+        pb[j] = prep(t + j) + static_cast<size_t>(b) * q4_block_bytes(kMin);
+        d[j][0] = _mm512_load_si512(pb[j] + kP4Neg);
+        if constexpr (K == 2) d[j][1] = _mm512_setzero_si512();
+      }
+      _Pragma("GCC unroll 16") for (int mm = 0; mm < 8; ++mm) {
+        _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j)
+          d[j][mm % K] = _mm512_dpbusd_epi32(d[j][mm % K], u[mm], _mm512_load_si512(pb[j] + kP4Xt + 64 * mm));
+      }
+      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+        __m512i isum = d[j][0];
+        if constexpr (K == 2) isum = _mm512_add_epi32(isum, d[j][1]);
+        const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb[j] + kP4Scale));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws, xs), acc[j]);
+        if constexpr (kMin) {
+          acc[j] = _mm512_fmadd_ps(m, _mm512_load_ps(reinterpret_cast<const float*>(pb[j] + kP4Sum)), acc[j]);
+        }
+      }
+    }
+    tail<T>(r, t, acc);
+    store_sums<T>(acc, Y + static_cast<size_t>(t) * y_stride + r, y_stride);
+  }
+
+  void tile(uint32_t r, uint32_t t, uint32_t width) const {
+    switch (width) {
+      case 10: return row_tokens<10>(r, t);
+      case 9: return row_tokens<9>(r, t);
+      case 8: return row_tokens<8>(r, t);
+      case 7: return row_tokens<7>(r, t);
+      case 6: return row_tokens<6>(r, t);
+      case 5: return row_tokens<5>(r, t);
+      case 4: return row_tokens<4>(r, t);
+      case 3: return row_tokens<3>(r, t);
+      case 2: return row_tokens<2>(r, t);
+      case 1: return row_tokens<1>(r, t);  // a last chunk of one token
+      default: return;
+    }
+  }
+
+  // As BlockQ8::rows_all.
+  void rows_all(uint32_t r0, uint32_t r1, uint32_t n) const {
+    constexpr uint32_t kRows = BlockQ8::kRowsPerBlock;
+    const uint32_t tiles = (n + kMaxTileTokens - 1) / kMaxTileTokens;
+    const uint32_t base = n / tiles, extra = n % tiles;
+    for (uint32_t rb = r0; rb < r1; rb += kRows) {
+      const uint32_t re = r1 - rb < kRows ? r1 : rb + kRows;
+      uint32_t t = 0;
+      for (uint32_t i = 0; i < tiles; ++i) {
+        const uint32_t width = base + (i < extra ? 1 : 0);
+        for (uint32_t r = rb; r < re; ++r) tile(r, t, width);
+        t += width;
+      }
+    }
+  }
+};
+
+// false when one token's prepared activations do not fit the stack buffer (rows wider than
+// ~53k columns): then the caller takes Q4Quad's tiles, for every token count alike.
+template <bool kFive, bool kMin>
+bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0, uint32_t r1) {
+  const uint32_t groups = w.row_stride / kQuantGroup;
+  const uint32_t blocks = groups / kBlockGroups;
+  const uint32_t quads = (groups - blocks * kBlockGroups + 3) / 4;
+  const size_t per_token = blocks * q4_block_bytes(kMin) + quads * q4_quad_bytes(kMin);
+  if (per_token > kPrepBytes) return false;
+  alignas(64) uint8_t prep[kPrepBytes];
+  const uint32_t chunk = static_cast<uint32_t>(kPrepBytes / per_token);
+  BlockQ4<kFive, kMin> k;
+  k.W = static_cast<const uint8_t*>(w.data);
+  k.w_row_bytes = w.row_stride / 2;
+  k.HI = kFive ? w.high : nullptr;
+  k.hi_row_bytes = w.row_stride / 8;
+  k.WS = w.scales;
+  k.ws_row = static_cast<size_t>(groups) * (kMin ? 2 : 1);
+  k.groups = groups;
+  k.blocks = blocks;
+  k.quads = quads;
+  k.P = prep;
+  k.p_stride = per_token;
+  k.y_stride = w.rows;
+  for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+    const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
+    const size_t xs_stride = x.stride / kQuantGroup;
+    const QuantActs xc{x.qs + static_cast<size_t>(t0) * x.stride, x.scales + t0 * xs_stride, x.stride,
+                       kMin ? x.sums + t0 * xs_stride : nullptr};
+    prep_q4_tokens<kFive, kMin>(xc, nt, groups, per_token, prep);
+    k.Y = y + static_cast<size_t>(t0) * w.rows;
+    k.rows_all(r0, r1, nt);
+  }
+  return true;
+}
+
 }  // namespace
 
 void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
@@ -691,12 +1002,19 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
   drive<4, 4, 4>(m, n, r0, r1);
 }
 
-RINGLM_QUANT_MATMUL(matmul_q4_avx512, 8, 4, 4, Q4Quad<false>)
-// As Q4 (the same tile, the fifth bits merged in).
-RINGLM_QUANT_MATMUL(matmul_q5_avx512, 8, 4, 4, Q4Quad<true>)
-// As Q4 / Q5 (the same tiles over unsigned q, with the (d, m) pairs and the min term).
-RINGLM_QUANT_MATMUL(matmul_q4_1_avx512, 8, 4, 4, Q4Quad<false, true>)
-RINGLM_QUANT_MATMUL(matmul_q5_1_avx512, 8, 4, 4, Q4Quad<true, true>)
+// Q4 / Q5 / Q4_1 / Q5_1: prefill on block sums (BlockQ4); decode, exact rows and rows wider than
+// its stack buffer on Q4Quad's tiles.
+#define RINGLM_Q4_BLOCKS(name, kFive, kMin)                                                         \
+  void name(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,        \
+            uint32_t r1) {                                                                      \
+    if (n >= 2 && !(n & kMatmulExactRows) && q4_blocks<kFive, kMin>(w, x, n, y, r0, r1)) return; \
+    quant_matmul<8, 4, 4, Q4Quad<kFive, kMin>>(w, x, n, y, r0, r1);                             \
+  }
+RINGLM_Q4_BLOCKS(matmul_q4_avx512, false, false)
+RINGLM_Q4_BLOCKS(matmul_q5_avx512, true, false)
+RINGLM_Q4_BLOCKS(matmul_q4_1_avx512, false, true)
+RINGLM_Q4_BLOCKS(matmul_q5_1_avx512, true, true)
+#undef RINGLM_Q4_BLOCKS
 
 namespace {
 
