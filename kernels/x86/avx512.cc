@@ -733,9 +733,10 @@ inline size_t q4_quad_bytes(bool kmin) { return kmin ? 320 : 256; }
 }
 
 template <bool kFive, bool kMin>
-void prep_q4_tokens(const QuantActs& x, uint32_t n, uint32_t groups, size_t p_stride, uint8_t* P) {
+void prep_q4_tokens(const QuantActs& x, uint32_t n, uint32_t groups, bool tail8, size_t p_stride,
+                    uint8_t* P) {
   const uint32_t blocks = groups / kBlockGroups, g0 = blocks * kBlockGroups;
-  const uint32_t quads = (groups - g0 + 3) / 4;
+  const uint32_t quads = tail8 ? 0 : (groups - g0 + 3) / 4;
   const __m512i off = _mm512_set1_epi8(kFive ? 16 : 8);
   const __m512i zero = _mm512_setzero_si512();
   const __m512i quad_of_lane = _mm512_srli_epi32(
@@ -761,6 +762,33 @@ void prep_q4_tokens(const QuantActs& x, uint32_t n, uint32_t groups, size_t p_st
       if (kMin) {
         _mm512_store_ps(reinterpret_cast<float*>(o + kP4Sum),
                         _mm512_permutexvar_ps(sigma4_index(), _mm512_loadu_ps(xm + b * kBlockGroups)));
+      }
+    }
+    if (tail8) {
+      // The two tail groups as BlockQ4::tail8_rows' virtual groups see them: quad a = (g0, g0 + 1,
+      // g0, g0 + 1) for every a, transposed as a block; virtual group v is tail group v % 2.
+      alignas(64) int8_t quad[128];
+      memcpy(quad, xq + g0 * kQuantGroup, 64);
+      memcpy(quad + 64, xq + g0 * kQuantGroup, 64);
+      __m512i xl[4], xh[4], w[8];
+      load_x_quad(quad, 4, &xl[0], &xh[0]);
+      for (int a = 1; a < 4; ++a) xl[a] = xl[0], xh[a] = xh[0];
+      transpose4_lanes(xl, w);
+      transpose4_lanes(xh, w + 4);
+      __m512i sum = zero;
+      for (int m = 0; m < 8; ++m) {
+        _mm512_store_si512(o + kP4Xt + 64 * m, w[m]);
+        if (!kMin) sum = _mm512_dpbusd_epi32(sum, off, w[m]);
+      }
+      _mm512_store_si512(o + kP4Neg, _mm512_sub_epi32(zero, sum));
+      const __m512i alt = _mm512_set1_epi64(0x0000000100000000ll);  // lane v: v % 2
+      const __m512 two = _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs + g0))));
+      _mm512_store_ps(reinterpret_cast<float*>(o + kP4Scale),
+                      _mm512_permutexvar_ps(sigma4_index(), _mm512_permutexvar_ps(alt, two)));
+      if (kMin) {
+        const __m512 tm = _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xm + g0))));
+        _mm512_store_ps(reinterpret_cast<float*>(o + kP4Sum),
+                        _mm512_permutexvar_ps(sigma4_index(), _mm512_permutexvar_ps(alt, tm)));
       }
     }
     for (uint32_t q = 0; q < quads; ++q, o += q4_quad_bytes(kMin)) {
@@ -805,14 +833,20 @@ struct BlockQ4 {
   // with the fifth bits; Q4_1: the nibbles). ng < 4: the groups past it zero.
   [[gnu::always_inline]] void unpack_quad(uint32_t r, uint32_t g, uint32_t ng, __m512i* ulo,
                                           __m512i* uhi) const {
-    const __m512i nib = _mm512_set1_epi8(0x0f);
     const uint8_t* p = W + static_cast<size_t>(r) * w_row_bytes + static_cast<size_t>(g) * 16;
     prefetch(p + kPrefetchBytes);
     const __m512i b = ng == 4 ? _mm512_loadu_si512(p)
                               : _mm512_maskz_loadu_epi8((1ull << (16 * ng)) - 1, p);
+    unpack_bytes(b, kFive ? HI + static_cast<size_t>(r) * hi_row_bytes + static_cast<size_t>(g) * 4 : nullptr,
+                 ng, ulo, uhi);
+  }
+
+  // 64 nibble bytes (four groups; their fifth bits at h) as (ulo, uhi).
+  [[gnu::always_inline]] static void unpack_bytes(__m512i b, const uint8_t* h, uint32_t ng, __m512i* ulo,
+                                                  __m512i* uhi) {
+    const __m512i nib = _mm512_set1_epi8(0x0f);
     if constexpr (kFive) {
-      merge_fifth_bits(b, HI + static_cast<size_t>(r) * hi_row_bytes + static_cast<size_t>(g) * 4, ng, ulo,
-                       uhi);
+      merge_fifth_bits(b, h, ng, ulo, uhi);
     } else if constexpr (kMin) {
       *ulo = _mm512_and_si512(b, nib);
       *uhi = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
@@ -883,6 +917,71 @@ struct BlockQ4 {
     }
   }
 
+  // Rows ending in exactly two groups past the blocks (SmolLM2's 576 columns): the tails of eight
+  // rows [r, r+8) (those below r_end) as one block of 16 virtual groups, v = 2 * (row - r) +
+  // tail group, rows 2a and 2a + 1 making quad a: transposed as a row block, eight vpdpbusd per
+  // token give the 16 tail sums, and y += t0 + t1 per row (Y holds the blocks' sum), t_g its
+  // group's term (as BlockQ8::tail8_rows; here the activations' tail is prepared as one block).
+  bool tail8;
+  void tail8_rows(uint32_t r, uint32_t r_end, uint32_t t, uint32_t n) const {
+    const uint32_t g0 = blocks * kBlockGroups;
+    const uint32_t rows = r_end - r < 8 ? r_end - r : 8;
+    __m512i ul[4], uh[4], u[8];
+    alignas(64) uint16_t wsv[32];  // virtual group v's scale (kMin: d at 2v, m at 2v + 1)
+    for (uint32_t a = 0; a < 4; ++a) {
+      alignas(16) uint8_t h[16] = {};
+      __m256i half[2];
+      for (uint32_t e = 0; e < 2; ++e) {
+        const uint32_t i = 2 * a + e;
+        if (i < rows) {
+          const uint8_t* p = W + static_cast<size_t>(r + i) * w_row_bytes + g0 * 16;
+          half[e] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+          if (kFive) memcpy(h + 8 * e, HI + static_cast<size_t>(r + i) * hi_row_bytes + g0 * 4, 8);
+          memcpy(wsv + (kMin ? 4 : 2) * i, WS + static_cast<size_t>(r + i) * ws_row + (kMin ? 2 : 1) * g0,
+                 (kMin ? 4 : 2) * sizeof(uint16_t));
+        } else {
+          half[e] = _mm256_setzero_si256();  // its rows are never stored
+          memset(wsv + (kMin ? 4 : 2) * i, 0, (kMin ? 4 : 2) * sizeof(uint16_t));
+        }
+      }
+      const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(half[0]), half[1], 1);
+      unpack_bytes(b, h, 4, &ul[a], &uh[a]);
+    }
+    transpose4_lanes(ul, u);
+    transpose4_lanes(uh, u + 4);
+    __m512 ws, m = _mm512_setzero_ps();
+    if constexpr (kMin) {
+      const __m512 lo = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wsv)));
+      const __m512 hi = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wsv + 16)));
+      const __m512i s2 = _mm512_slli_epi32(sigma4_index(), 1);
+      m = _mm512_permutex2var_ps(lo, _mm512_add_epi32(s2, _mm512_set1_epi32(1)), hi);
+      ws = _mm512_permutex2var_ps(lo, s2, hi);
+    } else {
+      ws = _mm512_permutexvar_ps(sigma4_index(),
+                                 _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wsv))));
+    }
+    // Lanes of virtual groups 0, 2, .., 14 (the rows' first tail group), then 1, 3, .., 15.
+    const __m512i split = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const __mmask8 keep = static_cast<__mmask8>((1u << rows) - 1);
+    for (uint32_t j = t; j < t + n; ++j) {
+      const uint8_t* pb = prep(j) + static_cast<size_t>(blocks) * q4_block_bytes(kMin);
+      __m512i d0 = _mm512_load_si512(pb + kP4Neg), d1 = _mm512_setzero_si512();
+      _Pragma("GCC unroll 8") for (int mm = 0; mm < 8; mm += 2) {
+        d0 = _mm512_dpbusd_epi32(d0, u[mm], _mm512_load_si512(pb + kP4Xt + 64 * mm));
+        d1 = _mm512_dpbusd_epi32(d1, u[mm + 1], _mm512_load_si512(pb + kP4Xt + 64 * (mm + 1)));
+      }
+      const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb + kP4Scale));
+      __m512 terms = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(d0, d1)), _mm512_mul_ps(ws, xs));
+      if constexpr (kMin) {
+        terms = _mm512_fmadd_ps(m, _mm512_load_ps(reinterpret_cast<const float*>(pb + kP4Sum)), terms);
+      }
+      terms = _mm512_permutexvar_ps(split, terms);
+      const __m256 sums = _mm256_add_ps(_mm512_castps512_ps256(terms), hi256(terms));
+      float* yr = Y + static_cast<size_t>(j) * y_stride + r;
+      _mm256_mask_storeu_ps(yr, keep, _mm256_add_ps(_mm256_maskz_loadu_ps(keep, yr), sums));
+    }
+  }
+
   // Row r, tokens [t, t+T): each block unpacked and transposed once for the T tokens.
   template <int T>
   void row_tokens(uint32_t r, uint32_t t) const {
@@ -948,6 +1047,9 @@ struct BlockQ4 {
       for (uint32_t i = 0; i < tiles; ++i) {
         const uint32_t width = base + (i < extra ? 1 : 0);
         for (uint32_t r = rb; r < re; ++r) tile(r, t, width);
+        if (tail8) {
+          for (uint32_t r = rb; r < re; r += 8) tail8_rows(r, re, t, width);
+        }
         t += width;
       }
     }
@@ -960,8 +1062,9 @@ template <bool kFive, bool kMin>
 bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0, uint32_t r1) {
   const uint32_t groups = w.row_stride / kQuantGroup;
   const uint32_t blocks = groups / kBlockGroups;
-  const uint32_t quads = (groups - blocks * kBlockGroups + 3) / 4;
-  const size_t per_token = blocks * q4_block_bytes(kMin) + quads * q4_quad_bytes(kMin);
+  const bool tail8 = groups - blocks * kBlockGroups == 2;
+  const uint32_t quads = tail8 ? 0 : (groups - blocks * kBlockGroups + 3) / 4;
+  const size_t per_token = (blocks + (tail8 ? 1 : 0)) * q4_block_bytes(kMin) + quads * q4_quad_bytes(kMin);
   if (per_token > kPrepBytes) return false;
   alignas(64) uint8_t prep[kPrepBytes];
   const uint32_t chunk = static_cast<uint32_t>(kPrepBytes / per_token);
@@ -975,6 +1078,7 @@ bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
   k.groups = groups;
   k.blocks = blocks;
   k.quads = quads;
+  k.tail8 = tail8;
   k.P = prep;
   k.p_stride = per_token;
   k.y_stride = w.rows;
@@ -983,7 +1087,7 @@ bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
     const size_t xs_stride = x.stride / kQuantGroup;
     const QuantActs xc{x.qs + static_cast<size_t>(t0) * x.stride, x.scales + t0 * xs_stride, x.stride,
                        kMin ? x.sums + t0 * xs_stride : nullptr};
-    prep_q4_tokens<kFive, kMin>(xc, nt, groups, per_token, prep);
+    prep_q4_tokens<kFive, kMin>(xc, nt, groups, tail8, per_token, prep);
     k.Y = y + static_cast<size_t>(t0) * w.rows;
     k.rows_all(r0, r1, nt);
   }
