@@ -68,7 +68,8 @@ namespace ringlm::internal {
                         bool k_f16, float scale, float* out, uint32_t out_stride);              \
   void attn_accum_n_##isa(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,  \
                           uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,        \
-                          bool v_f16, float* out);
+                          bool v_f16, float* out);                                              \
+  void f32_to_f16_##isa(const float* x, uint16_t* out, uint32_t n);
 
 // ref.cc: the reference Q4K, Q5K, Q6K, Q5, Q4_1 and Q5_1 matmuls, for the tables with no kernel
 // of their own for them.
@@ -84,6 +85,8 @@ void matmul_q4_1_ref(const WeightView& w, const QuantActs& x, uint32_t n, float*
                      uint32_t r1);
 void matmul_q5_1_ref(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1);
+// ref.cc: the scalar f32 -> f16 row (armv7, whose NEON has no half-precision conversion).
+void f32_to_f16_ref(const float* x, uint16_t* out, uint32_t n);
 
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_DECLARE_KERNELS(avx2)              // x86/avx2.cc: AVX2 + FMA + F16C

@@ -174,6 +174,10 @@ struct KernelTable {
   void (*attn_accum_n)(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,
                        uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim, bool v_f16,
                        float* out);
+  // out[i] = x[i] as IEEE binary16, rounded to nearest even (overflow to infinity, subnormals
+  // kept); a NaN becomes 0x7e00 with its sign (no payload), bit for bit what scalar.h's
+  // f32_to_fp16 gives (the f16 KV cache's rows: a snapshot or a test compares them exactly).
+  void (*f32_to_f16)(const float* x, uint16_t* out, uint32_t n);
 };
 
 // The scalar reference: the numerical oracle every ISA kernel is tested against.

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "isa.h"  // f32_to_f16_ref
 #include "kernels.h"
 #include "scalar.h"
 
@@ -338,9 +339,14 @@ const KernelTable kRef = {
     attn_accum_q8_ref,
     attn_dot_n_ref,
     attn_accum_n_ref,
+    f32_to_f16_ref,
 };
 
 }  // namespace
+
+void f32_to_f16_ref(const float* x, uint16_t* out, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) out[i] = f32_to_fp16(x[i]);
+}
 
 const KernelTable* kernels_ref() { return &kRef; }
 

@@ -20,7 +20,8 @@ namespace {
                                 quantize_acts_##base,                                            \
                                 rmsnorm_##base,      softmax_##base,    swiglu_##base,           \
                                 attn_dot_##base,     attn_accum_##base, attn_dot_q8_##base,      \
-                                attn_accum_q8_##base, attn_dot_n_##base, attn_accum_n_##base};
+                                attn_accum_q8_##base, attn_dot_n_##base, attn_accum_n_##base,   \
+                                f32_to_f16_##base};
 
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, avx512, avx512, avx512, avx512)

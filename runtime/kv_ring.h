@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "kernels/kernels.h"  // KernelTable
 #include "ringlm/ringlm.h"
 
 namespace ringlm::internal {
@@ -49,9 +50,10 @@ inline size_t kv_head_offset(rlm_kv_dtype dtype, uint32_t h, uint32_t head_dim) 
 inline size_t kv_scale_offset(uint32_t kv_dim, uint32_t h) {
   return ((static_cast<size_t>(kv_dim) + 3) & ~size_t{3}) + static_cast<size_t>(h) * sizeof(float);
 }
-// Stores the kv_dim floats of `x` as one row at `dst` (f16 rounding, or q8 quantization).
-void kv_encode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const float* x,
-                   void* dst);
+// Stores the kv_dim floats of `x` as one row at `dst` (f16 rounding, or q8 quantization); `k`
+// (the session's kernel table, or null: scalar) converts f16 rows, the same bits either way.
+void kv_encode_row(const KernelTable* k, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
+                   const float* x, void* dst);
 // The inverse (tests, tools): kv_dim floats from a row.
 void kv_decode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* src,
                    float* x);

@@ -98,8 +98,9 @@ void* beam_row(const BeamKv& b, void* base, uint32_t l, uint32_t slot, uint32_t 
   return static_cast<uint8_t*>(base) + idx * b.row_bytes;
 }
 
-void kv_store(const KvRing& kv, void* base, uint32_t l, uint32_t slot, const float* row) {
-  kv_encode_row(kv.dtype, kv.kv_dim, kv.head_dim, row, kv_row(kv, base, l, slot));
+void kv_store(const KernelTable* k, const KvRing& kv, void* base, uint32_t l, uint32_t slot,
+              const float* row) {
+  kv_encode_row(k, kv.dtype, kv.kv_dim, kv.head_dim, row, kv_row(kv, base, l, slot));
 }
 
 // out[j] = scale * q · K_j for the n rows starting at `rows` (row j at rows + j * row_bytes),
@@ -550,17 +551,17 @@ bool forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
         // The beam slot's row, in the ring's dtype (as kv_store would round it).
         const BeamKv& b = *beam->kv;
         const float* vr = t->vt + static_cast<size_t>(i) * hp.kv_dim;
-        kv_encode_row(t->kv.dtype, hp.kv_dim, hp.head_dim, kr,
+        kv_encode_row(k, t->kv.dtype, hp.kv_dim, hp.head_dim, kr,
                       beam_row(b, b.k, l, beam->slot[i], beam->row));
-        kv_encode_row(t->kv.dtype, hp.kv_dim, hp.head_dim, vr,
+        kv_encode_row(k, t->kv.dtype, hp.kv_dim, hp.head_dim, vr,
                       beam_row(b, b.v, l, beam->slot[i], beam->row));
         attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos, cs,
                t->xb + static_cast<size_t>(i) * hp.q_dim, beam, beam->slot[i]);
         continue;
       }
       const uint32_t slot = kv_slot(g, pos);
-      kv_store(t->kv, t->kv.k, l, slot, kr);
-      kv_store(t->kv, t->kv.v, l, slot, t->vt + static_cast<size_t>(i) * hp.kv_dim);
+      kv_store(k, t->kv, t->kv.k, l, slot, kr);
+      kv_store(k, t->kv, t->kv.v, l, slot, t->vt + static_cast<size_t>(i) * hp.kv_dim);
       if (l == 0) t->kv.tokens[kv_slot(t->kv.geom[kKvGlobal], pos)] = tokens[i];
       attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos, cs,
              t->xb + static_cast<size_t>(i) * hp.q_dim);

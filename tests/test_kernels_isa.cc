@@ -561,6 +561,47 @@ TEST_P(KernelsIsa, Swiglu) {
   }
 }
 
+// f32 -> f16 rows: bit for bit scalar.h's f32_to_fp16 (kernels.h), over the values that round
+// differently (ties to even, the largest finite, overflow to infinity, subnormals and their
+// ties, signed zeros, infinities, NaNs with and without payloads) and random ones of every
+// magnitude, in rows of every length a vector tail can take.
+TEST_P(KernelsIsa, F32ToF16BitExact) {
+  std::mt19937 rng(23);
+  std::vector<float> v;
+  const uint32_t bits[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                           0xffc00000u, 0x7f800001u, 0x7fbfffffu, 0xffffffffu, 0x7fe12345u,
+                           0x477fe000u, 0x477fefffu, 0x477ff000u, 0x477fffffu, 0x47800000u,
+                           0x38800000u, 0x387fffffu, 0x33800000u, 0x33000000u, 0x33000001u,
+                           0x32ffffffu, 0x35800000u, 0x35a00000u, 0x35c00000u, 0x00000001u,
+                           0x3f801000u, 0x3f803000u, 0x3f800fffu, 0x3f802001u, 0xbf801000u};
+  for (uint32_t b : bits) {
+    float f;
+    memcpy(&f, &b, sizeof f);
+    v.push_back(f);
+  }
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 4000; ++i) {
+    uint32_t b = any(rng);
+    // Most of them near f16's range, where the rounding matters.
+    if (i % 4 != 0) b = (b & 0x807fffffu) | ((0x60u + (b >> 24) % 0x30u) << 23);
+    float f;
+    memcpy(&f, &b, sizeof f);
+    v.push_back(f);
+  }
+  for (uint32_t n : {1u, 3u, 4u, 7u, 8u, 9u, 15u, 16u, 17u, static_cast<uint32_t>(v.size())}) {
+    for (uint32_t off = 0; off + n <= v.size(); off += n < 64 ? 61 : n) {
+      std::vector<uint16_t> got(n + 1, 0xabcd);
+      k_->f32_to_f16(v.data() + off, got.data(), n);
+      for (uint32_t i = 0; i < n; ++i) {
+        uint32_t b;
+        memcpy(&b, &v[off + i], sizeof b);
+        ASSERT_EQ(got[i], f32_to_fp16(v[off + i])) << std::hex << "input 0x" << b << " n " << std::dec << n;
+      }
+      ASSERT_EQ(got[n], 0xabcd) << "wrote past n = " << n;
+    }
+  }
+}
+
 TEST_P(KernelsIsa, AttnDot) {
   std::mt19937 rng(19);
   for (bool f16 : {false, true}) {

@@ -119,7 +119,7 @@ TEST(KvRing, Q8RowsRoundTripWithinHalfAStep) {
     for (float& v : x) v = nd(rng);
     if (round == 1) std::fill(x.begin(), x.begin() + hd, 0.0f);  // an all-zero head
     std::vector<uint8_t> row(kv_row_bytes(RLM_KV_Q8, kv_dim, hd), 0xee);
-    kv_encode_row(RLM_KV_Q8, kv_dim, hd, x.data(), row.data());
+    kv_encode_row(nullptr, RLM_KV_Q8, kv_dim, hd, x.data(), row.data());
     // Padding bytes are written (a snapshot of the row holds defined bytes).
     for (uint32_t i = kv_dim; i < kv_scale_offset(kv_dim, 0); ++i) EXPECT_EQ(row[i], 0u);
     kv_decode_row(RLM_KV_Q8, kv_dim, hd, row.data(), y.data());
@@ -142,13 +142,13 @@ TEST(KvRing, Q8NonFiniteHeadStoresZeros) {
   const uint32_t hd = 4, kv_dim = 8;
   const float x[8] = {1.0f, NAN, 2.0f, 3.0f, 0.5f, -0.25f, 0.125f, 1.0f};
   std::vector<uint8_t> row(kv_row_bytes(RLM_KV_Q8, kv_dim, hd));
-  kv_encode_row(RLM_KV_Q8, kv_dim, hd, x, row.data());
+  kv_encode_row(nullptr, RLM_KV_Q8, kv_dim, hd, x, row.data());
   float y[8];
   kv_decode_row(RLM_KV_Q8, kv_dim, hd, row.data(), y);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], 0.0f);
   for (int i = 4; i < 8; ++i) EXPECT_NEAR(y[i], x[i], 0.5f / 127);
   const float inf[8] = {INFINITY, 0, 0, 0, 1, 1, 1, 1};
-  kv_encode_row(RLM_KV_Q8, kv_dim, hd, inf, row.data());
+  kv_encode_row(nullptr, RLM_KV_Q8, kv_dim, hd, inf, row.data());
   kv_decode_row(RLM_KV_Q8, kv_dim, hd, row.data(), y);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], 0.0f);
   for (int i = 4; i < 8; ++i) EXPECT_EQ(y[i], 1.0f);

@@ -945,6 +945,34 @@ void attn_accum_q8_avx2(const float* w, const int8_t* v_rows, const float* v_sca
   }
 }
 
+// ---- f32 -> f16 rows (the f16 KV cache) --------------------------------------------------------
+// vcvtps2ph rounds to nearest even as f32_to_fp16 does; a NaN keeps its payload's top bits there,
+// where f32_to_fp16 gives 0x7e00 with the sign: those lanes are replaced (kernels.h).
+namespace {
+inline __m128i f16_of8(__m256 v) {
+  const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(nan)),
+                                        _mm256_extractf128_si256(_mm256_castps_si256(nan), 1));
+  const __m128i quiet = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(static_cast<short>(0x8000))),
+                                     _mm_set1_epi16(0x7e00));
+  return _mm_blendv_epi8(h, quiet, nan16);
+}
+}  // namespace
+
+void f32_to_f16_avx2(const float* x, uint16_t* out, uint32_t n) {
+  uint32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), f16_of8(_mm256_loadu_ps(x + i)));
+  }
+  if (i < n) {
+    const __m256 v = _mm256_maskload_ps(x + i, tail_mask(n - i));
+    alignas(16) uint16_t tmp[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), f16_of8(v));
+    memcpy(out + i, tmp, (n - i) * sizeof(uint16_t));
+  }
+}
+
 }  // namespace ringlm::internal
 
 #endif  // RINGLM_KERNELS_X86
