@@ -716,13 +716,14 @@ struct Q4Blocks {
 };
 
 // false when one token's prepared activations do not fit the stack buffer (rows wider than
-// ~50k columns): then the caller takes QuantTile, for every token count alike.
+// ~50k columns) or there are none (no columns): then the caller takes QuantTile, for every token
+// count alike.
 bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                uint32_t r1) {
   const uint32_t groups = w.row_stride / kQuantGroup;
   const uint32_t blocks = groups / kBlk, rem = groups % kBlk;
   const size_t per_token = (blocks + (rem ? 1 : 0)) * kPBlockBytes;
-  if (per_token > kBlkPrepBytes) return false;
+  if (per_token == 0 || per_token > kBlkPrepBytes) return false;
   alignas(32) uint8_t prep[kBlkPrepBytes];
   const uint32_t chunk = static_cast<uint32_t>(kBlkPrepBytes / per_token);
   Q4Blocks k;
