@@ -4,15 +4,23 @@
 // Matmuls walk output rows in tiles (rows outer, tokens inner): a tile of R rows x T tokens keeps
 // R*T accumulators in registers, so each loaded weight block serves T tokens and each activation
 // block R rows. Decode (n = 1) uses 4 rows x 1 token: one pass over the weights, the activation
-// group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q4, Q5, Q4_1, Q5_1) / 4 x 2
+// group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q5, Q4_1, Q5_1) / 4 x 2
 // (float, Q4K, Q5K) / 4 x 3 (Q6K).
 //
 // Q8: per 32-group, vpsignb makes |w| (unsigned) and x*sign(w), vpmaddubsw + vpmaddwd give eight
 // exact int32 partial sums (|w| <= 128, |x| <= 127: pair sums stay below 2^15), converted to float
-// and scaled by w_scale*x_scale. Q4: 16 bytes become 32 unsigned nibbles u = v + 8 in [0, 15]
-// (low/high nibble, matching the x[0..15] / x[16..31] order of the layout, then xor 8);
-// maddubs(u, x) - maddubs(8, x) is the exact signed dot product, the second term shared by all
-// rows of the tile. Q5: the same with u = q = nibble | 16 * fifth bit in [0, 31] (the fifth bits
+// and scaled by w_scale*x_scale. (Block sums as Q4's below were tried for Q8, the sums as
+// vpsignb + vpmaddubsw + vpmaddwd + vpaddd per 32 multiply-adds: on Zen 5 no faster than these
+// tiles at 1-128 tokens, the core being bound by the vector op count, which the 8x8 transposes
+// and the registers of 8 tokens ate up.)
+// Q4: block sums (Q4Blocks, below) for every token count: each group's exact integer dot product
+// finished in its own int32 lane (the unsigned nibbles' products summed as int16 words, ~2 ops
+// per 32 multiply-adds in multi-token tiles), then one convert, scale and fma per 8 groups; decode
+// and multi-token calls give every row the same floats. QuantTile<true> (below) for rows too wide
+// for its stack buffer: 16 bytes become 32 unsigned nibbles u = v + 8 in [0, 15] (low/high
+// nibble, matching the x[0..15] / x[16..31] order of the layout, then xor 8); maddubs(u, x) -
+// maddubs(8, x) is the exact signed dot product, the second term shared by all rows of the tile.
+// Q5: the same with u = q = nibble | 16 * fifth bit in [0, 31] (the fifth bits
 // as Q5K's, below) and maddubs(u, x) - maddubs(16, x) (31 * 127 * 2 < 2^15, 16 * 128 * 2 = 4096:
 // neither saturates; QuantTile<true, true>). Q4_1 / Q5_1: Q4's / Q5's walk over q as it is
 // (unsigned: maddubs(q, x) is the dot product, no correction), scaled by d and the min term
@@ -410,6 +418,350 @@ struct Q6kTile : Q6kMat {
   }
 };
 
+
+// ---- Q4: block sums, one int32 lane per group ---------------------------------------------------
+// QuantTile<true> converts, scales and accumulates every group of every (row, token) pair: ~8
+// vector ops per 32 multiply-adds, which bounds a many-token call (prefill, a speculative
+// verification pass, a beam step) at the compute side. Q4Blocks finishes each group's integer
+// dot product in its own int32 lane instead, and a group's products are small: u = v + 8 in
+// [0, 15] times int8 x gives vpmaddubsw pair sums within +-3810, so 8 of them add up as int16
+// words (16 products a word, |sum| <= 30480 < 2^15) before one vpmaddwd with ones. A block is 8
+// groups (128 packed bytes: 4 vectors [group 2k | group 2k+1], 16 bytes each, one per lane); two
+// ways give the same exact sums in the same lane order:
+//   - several tokens: the block's 4 vectors transposed by dwords once per row and token tile
+//     (transpose_packed: 8 in-lane unpacks, shared by the tile's tokens), so lane L of vector m
+//     holds packed dword m of group sigma(L), sigma = 0 2 4 6 1 3 5 7 (its low nibbles: values
+//     4m..4m+3; its high ones: 16+4m..16+4m+3), and the activations the same way once per call
+//     (prep_block). Per token and block: 8 vpmaddubsw, 7 vpaddw, vpmaddwd, vpaddd (the
+//     activations' -8 x sum(x) per group, prepared once per call): ~2 ops per 32 multiply-adds;
+//   - decode (one token): the 4 vectors in memory order, vpmaddubsw against the activations
+//     regrouped to match (values 0..15 / 16..31 of groups 2k, 2k+1), then the int16 words reduced
+//     by transpose_packed's own unpacks with vpaddw (4, 8, 16 products a word) and one vpmaddwd:
+//     the same lanes, 9 shuffle-and-add ops a block.
+// Every later operation is shared: cvt, (w scale x x scale) in sigma order, one fma per block in
+// block order, hsum, then the tail (below). So every output element takes the same float
+// operations in the same order whatever the number of tokens or the tile: decode, a verification
+// pass (kMatmulExactRows) and prefill give a row the same float, bit for bit.
+// Groups past the last whole block (rem = groups % 8; SmolLM2's 576 columns: 2 blocks + 2) form
+// one virtual block for K = 8 / rem rows (rem 1, 2, 4; otherwise K = 1, the block padded with
+// zeros): virtual group v = rem x (row - r) + tail group, transposed as a row block, the
+// activations' tail prepared to match (tail group v % rem). Its terms t_v = cvt(isum_v) x
+// (w_scale_v x x_scale_v) are added to each row in group order after its blocks, y = hsum(blocks)
+// + ((t0 + t1) + ...), in decode and in every tile alike (rem = 2: four rows' tails cost one
+// block).
+constexpr uint32_t kBlk = 8;  // groups per block
+// Prepared activations of one token, per block (the whole blocks, then the tail block): x[8]
+// (256 B: transposed as the weights are; a decode call's whole blocks in decode_row's order),
+// int32 x 8: -8 x (sum of group sigma(L)), float x 8: the scale of group sigma(L).
+constexpr size_t kPX = 0, kPNeg = 256, kPScale = 288, kPBlockBytes = 320;
+// Stack buffer for the prepared tokens of one chunk (more tokens take several chunks, each
+// reading the weights again: at 64 KiB a row of 576 / 1536 columns leaves 68 / 34 tokens a
+// chunk). Worker stacks are 256 KiB (platform/threads.h).
+constexpr size_t kBlkPrepBytes = 64 * 1024;
+// Tokens per multi-token tile: a block's 8 unpacked weight vectors stay in registers, each
+// token's int16 sum and float accumulator beside them (measured on Zen 5: 8 beat 4 and 6).
+constexpr int kBlkTileTokens = 8;
+// Rows per row block of the multi-token walk: per block, tiles outer and rows inner, so a tile's
+// prepared activations stay in L1 across the block's rows (a multiple of every K).
+constexpr uint32_t kBlkRows = 16;
+
+inline __m256i q4_sigma() { return _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7); }
+inline __m256i q4_sigma_inv() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
+
+// p[k] = [group 2k | group 2k+1], 4 dwords each -> p[m] lane L = dword m of group sigma(L).
+[[gnu::always_inline]] inline void transpose_packed(__m256i (&p)[4]) {
+  const __m256i a0 = _mm256_unpacklo_epi32(p[0], p[1]), a1 = _mm256_unpackhi_epi32(p[0], p[1]);
+  const __m256i a2 = _mm256_unpacklo_epi32(p[2], p[3]), a3 = _mm256_unpackhi_epi32(p[2], p[3]);
+  p[0] = _mm256_unpacklo_epi64(a0, a2);
+  p[1] = _mm256_unpackhi_epi64(a0, a2);
+  p[2] = _mm256_unpacklo_epi64(a1, a3);
+  p[3] = _mm256_unpackhi_epi64(a1, a3);
+}
+
+// Four transposed packed vectors as 8 vectors of unsigned u = v + 8: the low nibbles of p[k]
+// into u[k], the high ones into u[4 + k].
+[[gnu::always_inline]] inline void q4_unpack(const __m256i (&p)[4], __m256i (&u)[8]) {
+  const __m256i nib = _mm256_set1_epi8(0x0f), off = _mm256_set1_epi8(static_cast<char>(0x88));
+  for (int k = 0; k < 4; ++k) {
+    const __m256i b = _mm256_xor_si256(p[k], off);
+    u[k] = _mm256_and_si256(b, nib);
+    u[4 + k] = _mm256_and_si256(_mm256_srli_epi16(b, 4), nib);
+  }
+}
+
+struct Q4Blocks {
+  static constexpr size_t kBlockBytes = kBlk * kQuantGroup / 2;  // 128
+  const uint8_t* W;    // row r at W + r * w_row_bytes
+  size_t w_row_bytes;
+  const uint16_t* WS;  // (rows, groups)
+  uint32_t groups;
+  uint32_t blocks;     // whole blocks
+  uint32_t rem;        // groups past them (0..7)
+  uint32_t K;          // rows per tail block (8 / rem, or 1 when rem does not divide 8)
+  uint8_t v_row[8];    // virtual group v of the tail block: row r + v_row[v] (0xff: padding)
+  uint8_t v_group[8];  // and its tail group
+  uint8_t* P;          // prepared token t at P + t * p_stride
+  size_t p_stride;
+  float* Y;            // token t, row r at Y[t * y_stride + r]
+  size_t y_stride;
+
+  const uint8_t* prep(uint32_t t) const { return P + t * p_stride; }
+
+  // Block b's 8 w scales of row r, in sigma order.
+  [[gnu::always_inline]] __m256 block_ws(uint32_t r, uint32_t b) const {
+    const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+        WS + static_cast<size_t>(r) * groups + static_cast<size_t>(b) * kBlk)));
+    return _mm256_permutevar8x32_ps(w, q4_sigma());
+  }
+
+  // Prepares tokens [0, n) of x (token t at xq + t * x_stride, its scales at xs + t * xs_stride)
+  // into P; `decode`: the whole blocks in decode_row's order.
+  void prep_tokens(const int8_t* xq, size_t x_stride, const float* xs, size_t xs_stride,
+                   uint32_t n, bool decode) const {
+    for (uint32_t t = 0; t < n; ++t) {
+      const int8_t* xt = xq + t * x_stride;
+      const float* st = xs + t * xs_stride;
+      uint8_t* o = P + t * p_stride;
+      for (uint32_t b = 0; b < blocks; ++b, o += kPBlockBytes) {
+        __m256i g[8];
+        for (int c = 0; c < 8; ++c)
+          g[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + (b * kBlk + c) * kQuantGroup));
+        prep_block(g, _mm256_loadu_ps(st + b * kBlk), decode, o);
+      }
+      if (rem) {
+        const uint32_t g0 = blocks * kBlk;
+        __m256i g[8];
+        alignas(32) float s[8];
+        for (uint32_t v = 0; v < kBlk; ++v) {
+          const bool real = v_row[v] != 0xff;
+          g[v] = real ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + (g0 + v_group[v]) * kQuantGroup))
+                      : _mm256_setzero_si256();
+          s[v] = real ? st[g0 + v_group[v]] : 0.0f;
+        }
+        prep_block(g, _mm256_load_ps(s), false, o);
+      }
+    }
+  }
+
+  // One block of activations (g[c]: group c's 32 values, xs: their scales) into o.
+  [[gnu::always_inline]] static void prep_block(const __m256i (&g)[8], __m256 xs, bool decode, uint8_t* o) {
+    __m256i* ox = reinterpret_cast<__m256i*>(o + kPX);
+    // A[k] = values 0..15 of groups 2k, 2k+1; B[k] = values 16..31 (the packed bytes' order).
+    __m256i A[4], B[4];
+    for (int k = 0; k < 4; ++k) {
+      A[k] = _mm256_permute2x128_si256(g[2 * k], g[2 * k + 1], 0x20);
+      B[k] = _mm256_permute2x128_si256(g[2 * k], g[2 * k + 1], 0x31);
+    }
+    if (decode) {
+      for (int k = 0; k < 4; ++k) {
+        _mm256_store_si256(ox + k, A[k]);
+        _mm256_store_si256(ox + 4 + k, B[k]);
+      }
+    }
+    transpose_packed(A);
+    transpose_packed(B);
+    if (!decode) {
+      for (int k = 0; k < 4; ++k) {
+        _mm256_store_si256(ox + k, A[k]);
+        _mm256_store_si256(ox + 4 + k, B[k]);
+      }
+    }
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256i s = _mm256_setzero_si256();  // 8 x pair sums: |word| <= 8 x 8 x 2 x 127 < 2^15
+    for (int k = 0; k < 4; ++k) {
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(eight, A[k]));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(eight, B[k]));
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o + kPNeg),
+                       _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(s, _mm256_set1_epi16(1))));
+    _mm256_store_ps(reinterpret_cast<float*>(o + kPScale), _mm256_permutevar8x32_ps(xs, q4_sigma()));
+  }
+
+  // The exact int32 sums of a transposed block u with prepared block pb, in sigma order (the
+  // -8 x sum correction included).
+  [[gnu::always_inline]] static __m256i block_isum(const __m256i (&u)[8], const uint8_t* pb) {
+    const __m256i* x = reinterpret_cast<const __m256i*>(pb + kPX);
+    __m256i s = _mm256_maddubs_epi16(u[0], _mm256_load_si256(x));
+    for (int m = 1; m < 8; ++m) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[m], _mm256_load_si256(x + m)));
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + kPNeg)));
+  }
+
+  // Decode: row r, token 0, the blocks in memory order.
+  void decode_row(uint32_t r) const {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i nib = _mm256_set1_epi8(0x0f), off = _mm256_set1_epi8(static_cast<char>(0x88));
+    const uint8_t* row = W + static_cast<size_t>(r) * w_row_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < blocks; ++b) {
+      const uint8_t* p = row + static_cast<size_t>(b) * kBlockBytes;
+      const uint8_t* pb = prep(0) + static_cast<size_t>(b) * kPBlockBytes;
+      const __m256i* x = reinterpret_cast<const __m256i*>(pb + kPX);
+      prefetch(p + kPrefetchBytes);
+      prefetch(p + 64 + kPrefetchBytes);
+      // s[k]: the words of groups 2k (lower lane) and 2k+1 (upper), 4 products each
+      __m256i s[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k)), off);
+        s[k] = _mm256_add_epi16(
+            _mm256_maddubs_epi16(_mm256_and_si256(q, nib), _mm256_load_si256(x + k)),
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), nib), _mm256_load_si256(x + 4 + k)));
+      }
+      // transpose_packed's unpacks, each pair added: lanes [0 2 0 2 | 1 3 1 3] and [4 6 4 6 |
+      // 5 7 5 7] (8 products a word), then sigma's order (16 products a word)
+      const __m256i e0 = _mm256_add_epi16(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
+      const __m256i e1 = _mm256_add_epi16(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
+      const __m256i f = _mm256_add_epi16(_mm256_unpacklo_epi64(e0, e1), _mm256_unpackhi_epi64(e0, e1));
+      const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(f, ones),
+                                            _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + kPNeg)));
+      const __m256 xs = _mm256_load_ps(reinterpret_cast<const float*>(pb + kPScale));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(block_ws(r, b), xs), acc);
+    }
+    Y[r] = hsum(acc);
+  }
+
+  // Row r, tokens [t, t+T): each block unpacked and transposed once for the T tokens.
+  template <int T>
+  void row_tokens(uint32_t r, uint32_t t) const {
+    const uint8_t* row = W + static_cast<size_t>(r) * w_row_bytes;
+    __m256 acc[T];
+    for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < blocks; ++b) {
+      const uint8_t* p = row + static_cast<size_t>(b) * kBlockBytes;
+      __m256i q[4], u[8];
+      for (int k = 0; k < 4; ++k) q[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
+      transpose_packed(q);
+      q4_unpack(q, u);
+      const __m256 ws = block_ws(r, b);
+      for (int j = 0; j < T; ++j) {
+        const uint8_t* pb = prep(t + j) + static_cast<size_t>(b) * kPBlockBytes;
+        const __m256 xs = _mm256_load_ps(reinterpret_cast<const float*>(pb + kPScale));
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_isum(u, pb)), _mm256_mul_ps(ws, xs), acc[j]);
+      }
+    }
+    for (int j = 0; j < T; ++j) Y[static_cast<size_t>(t + j) * y_stride + r] = hsum(acc[j]);
+  }
+
+  // The tail block of rows [r, r + K) below r_end, tokens [t, t + n): y += each row's terms in
+  // group order.
+  void tail_rows(uint32_t r, uint32_t r_end, uint32_t t, uint32_t n) const {
+    const uint32_t rows = r_end - r < K ? r_end - r : K;
+    const uint32_t g0 = blocks * kBlk;
+    alignas(16) uint16_t h[8];
+    __m128i v16[8];
+    for (uint32_t v = 0; v < kBlk; ++v) {
+      const bool real = v_row[v] < rows;
+      const size_t row = static_cast<size_t>(r + (real ? v_row[v] : 0));
+      const size_t g = g0 + v_group[v];
+      v16[v] = real ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(W + row * w_row_bytes + g * (kQuantGroup / 2)))
+                    : _mm_setzero_si128();
+      h[v] = real ? WS[row * groups + g] : 0;
+    }
+    __m256i q[4], u[8];
+    for (int k = 0; k < 4; ++k) q[k] = _mm256_setr_m128i(v16[2 * k], v16[2 * k + 1]);
+    transpose_packed(q);
+    q4_unpack(q, u);
+    const __m256 ws = _mm256_permutevar8x32_ps(
+        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h))), q4_sigma());
+    const uint32_t nr = K > 1 ? rows : 1;
+    for (uint32_t j = t; j < t + n; ++j) {
+      const uint8_t* pb = prep(j) + static_cast<size_t>(blocks) * kPBlockBytes;
+      const __m256 xs = _mm256_load_ps(reinterpret_cast<const float*>(pb + kPScale));
+      const __m256 terms = _mm256_mul_ps(_mm256_cvtepi32_ps(block_isum(u, pb)), _mm256_mul_ps(ws, xs));
+      alignas(32) float tv[8];  // in virtual group order
+      _mm256_store_ps(tv, _mm256_permutevar8x32_ps(terms, q4_sigma_inv()));
+      float* yr = Y + static_cast<size_t>(j) * y_stride + r;
+      for (uint32_t i = 0; i < nr; ++i) {
+        float s = tv[i * rem];
+        for (uint32_t g = 1; g < rem; ++g) s += tv[i * rem + g];
+        yr[i] += s;
+      }
+    }
+  }
+
+  void tile(uint32_t r, uint32_t t, uint32_t width) const {
+    switch (width) {
+      case 8: return row_tokens<8>(r, t);
+      case 7: return row_tokens<7>(r, t);
+      case 6: return row_tokens<6>(r, t);
+      case 5: return row_tokens<5>(r, t);
+      case 4: return row_tokens<4>(r, t);
+      case 3: return row_tokens<3>(r, t);
+      case 2: return row_tokens<2>(r, t);
+      case 1: return row_tokens<1>(r, t);
+      default: return;
+    }
+  }
+
+  // Rows [r0, r1) x tokens [0, n) (n >= 2): the tokens in the fewest tiles of at most
+  // kBlkTileTokens, their widths balanced (9 tokens: 5 + 4, not 8 + 1), the rows in blocks of
+  // kBlkRows: per block, tiles outer and rows inner (a tile's prepared activations stay in L1
+  // across the block's rows).
+  void rows_all(uint32_t r0, uint32_t r1, uint32_t n) const {
+    const uint32_t tiles = (n + kBlkTileTokens - 1) / kBlkTileTokens;
+    const uint32_t base = n / tiles, extra = n % tiles;
+    for (uint32_t rb = r0; rb < r1; rb += kBlkRows) {
+      const uint32_t re = r1 - rb < kBlkRows ? r1 : rb + kBlkRows;
+      uint32_t t = 0;
+      for (uint32_t i = 0; i < tiles; ++i) {
+        const uint32_t width = base + (i < extra ? 1 : 0);
+        for (uint32_t r = rb; r < re; ++r) tile(r, t, width);
+        if (rem) {
+          for (uint32_t r = rb; r < re; r += K) tail_rows(r, re, t, width);
+        }
+        t += width;
+      }
+    }
+  }
+};
+
+// false when one token's prepared activations do not fit the stack buffer (rows wider than
+// ~50k columns) or there are none (no columns): then the caller takes QuantTile, for every token
+// count alike.
+bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+               uint32_t r1) {
+  const uint32_t groups = w.row_stride / kQuantGroup;
+  const uint32_t blocks = groups / kBlk, rem = groups % kBlk;
+  const size_t per_token = (blocks + (rem ? 1 : 0)) * kPBlockBytes;
+  if (per_token == 0 || per_token > kBlkPrepBytes) return false;
+  alignas(32) uint8_t prep[kBlkPrepBytes];
+  const uint32_t chunk = static_cast<uint32_t>(kBlkPrepBytes / per_token);
+  Q4Blocks k;
+  k.W = static_cast<const uint8_t*>(w.data);
+  k.w_row_bytes = w.row_stride / 2;
+  k.WS = w.scales;
+  k.groups = groups;
+  k.blocks = blocks;
+  k.rem = rem;
+  k.K = rem == 0 ? 1 : kBlk % rem == 0 ? kBlk / rem : 1;
+  for (uint32_t v = 0; v < kBlk; ++v) {
+    const bool pad = k.K == 1 && v >= rem;  // rem does not divide 8: zeros past it
+    k.v_row[v] = pad ? 0xff : k.K > 1 ? static_cast<uint8_t>(v / rem) : 0;
+    k.v_group[v] = static_cast<uint8_t>(k.K > 1 ? v % rem : v);
+  }
+  k.P = prep;
+  k.p_stride = per_token;
+  k.y_stride = w.rows;
+  const size_t xs_stride = x.stride / kQuantGroup;
+  for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+    // A last chunk of one token takes the decode walk: the same floats as a tile's.
+    const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
+    k.prep_tokens(x.qs + static_cast<size_t>(t0) * x.stride, x.stride,
+                  x.scales + static_cast<size_t>(t0) * xs_stride, xs_stride, nt, nt == 1);
+    k.Y = y + static_cast<size_t>(t0) * w.rows;
+    if (nt == 1) {
+      for (uint32_t r = r0; r < r1; r += k.K) {
+        const uint32_t re = r1 - r < k.K ? r1 : r + k.K;
+        for (uint32_t i = r; i < re; ++i) k.decode_row(i);
+        if (rem) k.tail_rows(r, re, 0, 1);
+      }
+    } else {
+      k.rows_all(r0, r1, nt);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---- entry points -------------------------------------------------------------------------------
@@ -417,15 +769,24 @@ struct Q6kTile : Q6kMat {
 RINGLM_FLOAT_MATMUL(matmul_f32_avx2, 4, 4, 2, FloatMat<false>)
 RINGLM_FLOAT_MATMUL(matmul_f16_avx2, 4, 4, 2, FloatMat<true>)
 RINGLM_QUANT_MATMUL(matmul_q8_avx2, 4, 2, 4, QuantTile<false>)
-RINGLM_QUANT_MATMUL(matmul_q4_avx2, 4, 2, 4, QuantTile<true>)
-// As Q4 (the same tile, the fifth bits or'd in).
+// Q4: block sums (Q4Blocks) for every token count; QuantTile for rows too wide for its stack
+// buffer. Both walks compute every row as their own decode does (shape-invariant), so exact
+// rows (kMatmulExactRows: verification passes, beam steps, scoring) need nothing more.
+void matmul_q4_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+                    uint32_t r1) {
+  n &= ~kMatmulExactRows;
+  if (q4_blocks(w, x, n, y, r0, r1)) return;
+  drive<4, 2, 4>(quant_mat<QuantTile<true>>(w, x, y), n, r0, r1);
+}
+// Q4's tiles (QuantTile<true>, which Q4 itself now takes only for very wide rows), the fifth
+// bits or'd in.
 RINGLM_QUANT_MATMUL(matmul_q5_avx2, 4, 2, 4, QuantTile<true, true>)
-// As Q4 (the same tile, unsigned nibbles with the (d, m) pairs; Q5_1: and the fifth bits).
+// Q4's tiles too (unsigned nibbles with the (d, m) pairs; Q5_1: and the fifth bits).
 RINGLM_QUANT_MATMUL(matmul_q4_1_avx2, 4, 2, 4, QuantTile<true, false, true>)
 RINGLM_QUANT_MATMUL(matmul_q5_1_avx2, 4, 2, 4, QuantTile<true, true, true>)
 
-// Decode 4 rows x 1 token as Q4; prefill 4 rows x 2 tokens: each row tile reads every token's
-// activations (from L2 at 128 tokens), so 4-row tiles read them half as often as 2 x 4 (SmolLM2
+// Decode 4 rows x 1 token as QuantTile; prefill 4 rows x 2 tokens: each row tile reads every
+// token's activations (from L2 at 128 tokens), so 4-row tiles read them half as often as 2 x 4 (SmolLM2
 // shape, one thread, microbenchmark of the layer matmuls at 128 tokens: ~13 % faster than 2 x 4;
 // 4 x 3, 3 x 4 and 4 x 4 were slower).
 void matmul_q4k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
