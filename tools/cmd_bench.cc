@@ -498,6 +498,13 @@ Stat stats_of(const std::vector<double>& v) {
   return s;
 }
 
+// The median of `v` (its upper middle for an even count); 0 for none.
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 struct Runner {
   rlm_session* s = nullptr;
   uint32_t vocab = 0;
@@ -1420,9 +1427,7 @@ int cmd_bench(int argc, char** argv) {
               report.row(label, size_s, params_s, backend, load_cell, beam_row);
               ++rows_total;
               // Medians of the alternated runs: the VM's bandwidth drifts between rows.
-              std::sort(v.begin(), v.end());
-              std::sort(plain.begin(), plain.end());
-              const double beam_med = v[v.size() / 2], plain_med = plain[plain.size() / 2];
+              const double beam_med = median_of(v), plain_med = median_of(plain);
               char line[240];
               snprintf(line, sizeof line,
                        "beam%u (%s, %u thread%s): one step (%u beams in one pass + selection) "
@@ -1466,9 +1471,7 @@ int cmd_bench(int argc, char** argv) {
                         rlm_session_error(s));
                 return 1;
               }
-              std::sort(one.begin(), one.end());
-              std::sort(many.begin(), many.end());
-              const double m1 = one[one.size() / 2], mk = many[many.size() / 2];
+              const double m1 = median_of(one), mk = median_of(many);
               char line[256];
               snprintf(line, sizeof line,
                        "verify 1+%u (%s, %u thread%s, at position %u): a pass of %u tokens "

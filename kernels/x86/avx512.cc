@@ -435,6 +435,50 @@ template <int T>
   }
 }
 
+// Tokens [t, t+width) of row r (1 <= width <= kMaxTileTokens) through K::row_tokens<width>.
+template <class K>
+[[gnu::always_inline]] inline void block_tile(const K& k, uint32_t r, uint32_t t, uint32_t width) {
+  switch (width) {
+    case 10: return k.template row_tokens<10>(r, t);
+    case 9: return k.template row_tokens<9>(r, t);
+    case 8: return k.template row_tokens<8>(r, t);
+    case 7: return k.template row_tokens<7>(r, t);
+    case 6: return k.template row_tokens<6>(r, t);
+    case 5: return k.template row_tokens<5>(r, t);
+    case 4: return k.template row_tokens<4>(r, t);
+    case 3: return k.template row_tokens<3>(r, t);
+    case 2: return k.template row_tokens<2>(r, t);
+    case 1: return k.template row_tokens<1>(r, t);  // a last chunk of one token
+    default: return;
+  }
+}
+
+// Rows [r0, r1) x tokens [0, n) of a block-sum kernel K (BlockQ8, BlockQ4): the tokens in the
+// fewest tiles of at most kMaxTileTokens, their widths balanced (9 tokens: one tile; 12: 6 + 6,
+// not 10 + 2), and the rows in blocks of kBlockRows: per block, tiles outer and rows inner, so a
+// tile's prepared activations stay in L1 across the block's rows and the block's weights in L1 /
+// L2 across its tiles (rows outer and tiles inner read the whole prep buffer, L2-sized, for every
+// row: prefill of 128 tokens ran ~1.6x slower per token than a 9-token pass). With K::tail8, the
+// rows' two-group tails after each tile's rows, eight rows at a time.
+constexpr uint32_t kBlockRows = 16;
+template <class K>
+void block_rows_all(const K& k, uint32_t r0, uint32_t r1, uint32_t n) {
+  const uint32_t tiles = (n + kMaxTileTokens - 1) / kMaxTileTokens;
+  const uint32_t base = n / tiles, extra = n % tiles;
+  for (uint32_t rb = r0; rb < r1; rb += kBlockRows) {
+    const uint32_t re = r1 - rb < kBlockRows ? r1 : rb + kBlockRows;
+    uint32_t t = 0;
+    for (uint32_t i = 0; i < tiles; ++i) {
+      const uint32_t width = base + (i < extra ? 1 : 0);
+      for (uint32_t r = rb; r < re; ++r) block_tile(k, r, t, width);
+      if (k.tail8) {
+        for (uint32_t r = rb; r < re; r += 8) k.tail8_rows(r, re, t, width);
+      }
+      t += width;
+    }
+  }
+}
+
 struct BlockQ8 {
   const uint8_t* W;    // row r at W + r * w_row_bytes
   size_t w_row_bytes;
@@ -591,44 +635,6 @@ struct BlockQ8 {
     store_sums<T>(acc, Y + static_cast<size_t>(t) * y_stride + r, y_stride);
   }
 
-  void tile(uint32_t r, uint32_t t, uint32_t width) const {
-    switch (width) {
-      case 10: return row_tokens<10>(r, t);
-      case 9: return row_tokens<9>(r, t);
-      case 8: return row_tokens<8>(r, t);
-      case 7: return row_tokens<7>(r, t);
-      case 6: return row_tokens<6>(r, t);
-      case 5: return row_tokens<5>(r, t);
-      case 4: return row_tokens<4>(r, t);
-      case 3: return row_tokens<3>(r, t);
-      case 2: return row_tokens<2>(r, t);
-      default: return;
-    }
-  }
-
-  // Rows [r0, r1) x tokens [0, n) (n >= 2): the tokens in the fewest tiles of at most
-  // kMaxTileTokens, their widths balanced (9 tokens: one tile; 12: 6 + 6, not 10 + 2), and the
-  // rows in blocks of kRowsPerBlock: per block, tiles outer and rows inner, so a tile's prepared
-  // activations stay in L1 across the block's rows and the block's weights in L1 / L2 across its
-  // tiles (rows outer and tiles inner read the whole prep buffer, L2-sized, for every row:
-  // prefill of 128 tokens ran ~1.6x slower per token than a 9-token pass).
-  static constexpr uint32_t kRowsPerBlock = 16;
-  void rows_all(uint32_t r0, uint32_t r1, uint32_t n) const {
-    const uint32_t tiles = (n + kMaxTileTokens - 1) / kMaxTileTokens;
-    const uint32_t base = n / tiles, extra = n % tiles;
-    for (uint32_t rb = r0; rb < r1; rb += kRowsPerBlock) {
-      const uint32_t re = r1 - rb < kRowsPerBlock ? r1 : rb + kRowsPerBlock;
-      uint32_t t = 0;
-      for (uint32_t i = 0; i < tiles; ++i) {
-        const uint32_t width = base + (i < extra ? 1 : 0);
-        for (uint32_t r = rb; r < re; ++r) tile(r, t, width);
-        if (tail8) {
-          for (uint32_t r = rb; r < re; r += 8) tail8_rows(r, re, t, width);
-        }
-        t += width;
-      }
-    }
-  }
 };
 
 // false when one token's prepared activations do not fit the stack buffer (rows wider than
@@ -673,7 +679,7 @@ bool q8_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
         for (uint32_t r = r0; r < r1; ++r) k.row1(r);
       }
     } else {
-      k.rows_all(r0, r1, nt);
+      block_rows_all(k, r0, r1, nt);
     }
   }
   return true;
@@ -1020,40 +1026,6 @@ struct BlockQ4 {
     store_sums<T>(acc, Y + static_cast<size_t>(t) * y_stride + r, y_stride);
   }
 
-  void tile(uint32_t r, uint32_t t, uint32_t width) const {
-    switch (width) {
-      case 10: return row_tokens<10>(r, t);
-      case 9: return row_tokens<9>(r, t);
-      case 8: return row_tokens<8>(r, t);
-      case 7: return row_tokens<7>(r, t);
-      case 6: return row_tokens<6>(r, t);
-      case 5: return row_tokens<5>(r, t);
-      case 4: return row_tokens<4>(r, t);
-      case 3: return row_tokens<3>(r, t);
-      case 2: return row_tokens<2>(r, t);
-      case 1: return row_tokens<1>(r, t);  // a last chunk of one token
-      default: return;
-    }
-  }
-
-  // As BlockQ8::rows_all.
-  void rows_all(uint32_t r0, uint32_t r1, uint32_t n) const {
-    constexpr uint32_t kRows = BlockQ8::kRowsPerBlock;
-    const uint32_t tiles = (n + kMaxTileTokens - 1) / kMaxTileTokens;
-    const uint32_t base = n / tiles, extra = n % tiles;
-    for (uint32_t rb = r0; rb < r1; rb += kRows) {
-      const uint32_t re = r1 - rb < kRows ? r1 : rb + kRows;
-      uint32_t t = 0;
-      for (uint32_t i = 0; i < tiles; ++i) {
-        const uint32_t width = base + (i < extra ? 1 : 0);
-        for (uint32_t r = rb; r < re; ++r) tile(r, t, width);
-        if (tail8) {
-          for (uint32_t r = rb; r < re; r += 8) tail8_rows(r, re, t, width);
-        }
-        t += width;
-      }
-    }
-  }
 };
 
 // false when one token's prepared activations do not fit the stack buffer (rows wider than
@@ -1089,7 +1061,7 @@ bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
                        kMin ? x.sums + t0 * xs_stride : nullptr};
     prep_q4_tokens<kFive, kMin>(xc, nt, groups, tail8, per_token, prep);
     k.Y = y + static_cast<size_t>(t0) * w.rows;
-    k.rows_all(r0, r1, nt);
+    block_rows_all(k, r0, r1, nt);
   }
   return true;
 }
