@@ -435,6 +435,29 @@ template <int T>
   }
 }
 
+// The exact sums of one transposed block u (8 vectors, group sigma(L) in lane L) with the T
+// tokens' prepared blocks at pb[j]: their transposed activations at xt_off, their int32
+// corrections at neg_off. Up to 4 tokens, each sum runs as two vpdpbusd chains (even / odd m;
+// int32 adds are exact, so the split changes nothing) for the out-of-order core to overlap.
+template <int T>
+[[gnu::always_inline]] inline void block_isums(const __m512i (&u)[8], const uint8_t* const (&pb)[T],
+                                               size_t xt_off, size_t neg_off, __m512i (&isum)[T]) {
+  constexpr int K = T <= 4 ? 2 : 1;
+  __m512i d[T][K];
+  _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+    d[j][0] = _mm512_load_si512(pb[j] + neg_off);
+    if constexpr (K == 2) d[j][1] = _mm512_setzero_si512();
+  }
+  _Pragma("GCC unroll 16") for (int m = 0; m < 8; ++m) {
+    _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j)
+      d[j][m % K] = _mm512_dpbusd_epi32(d[j][m % K], u[m], _mm512_load_si512(pb[j] + xt_off + 64 * m));
+  }
+  _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+    isum[j] = d[j][0];
+    if constexpr (K == 2) isum[j] = _mm512_add_epi32(isum[j], d[j][1]);
+  }
+}
+
 // Tokens [t, t+width) of row r (1 <= width <= kMaxTileTokens) through K::row_tokens<width>.
 template <class K>
 [[gnu::always_inline]] inline void block_tile(const K& k, uint32_t r, uint32_t t, uint32_t width) {
@@ -594,12 +617,10 @@ struct BlockQ8 {
     Y[r] = hsum512(acc[0]);
   }
 
-  // Row r, tokens [t, t+T) (2 <= T <= kMaxTileTokens): each block transposed once for the T
-  // tokens. Up to 4 tokens, each sum runs as two vpdpbusd chains (even / odd m; int32 adds are
-  // exact, so the split changes nothing) for the out-of-order core to overlap.
+  // Row r, tokens [t, t+T) (1 <= T <= kMaxTileTokens): each block transposed once for the T
+  // tokens (block_isums).
   template <int T>
   void row_tokens(uint32_t r, uint32_t t) const {
-    constexpr int K = T <= 4 ? 2 : 1;
     const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
     const uint8_t* row = W + static_cast<size_t>(r) * w_row_bytes;
     __m512 acc[T];
@@ -614,21 +635,13 @@ struct BlockQ8 {
       transpose_block(u);
       const __m512 ws = block_ws(r, b);
       const uint8_t* pb[T];
-      __m512i d[T][K];
-      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j)
         pb[j] = prep(t + j) + static_cast<size_t>(b) * kPrepBlockBytes;
-        d[j][0] = _mm512_load_si512(pb[j] + kPrepNeg);
-        if constexpr (K == 2) d[j][1] = _mm512_setzero_si512();
-      }
-      _Pragma("GCC unroll 16") for (int m = 0; m < 8; ++m) {
-        _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j)
-          d[j][m % K] = _mm512_dpbusd_epi32(d[j][m % K], u[m], _mm512_load_si512(pb[j] + kPrepXt + 64 * m));
-      }
+      __m512i isum[T];
+      block_isums<T>(u, pb, kPrepXt, kPrepNeg, isum);
       _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
-        __m512i isum = d[j][0];
-        if constexpr (K == 2) isum = _mm512_add_epi32(isum, d[j][1]);
         const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb[j] + kPrepScale));
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws, xs), acc[j]);
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(ws, xs), acc[j]);
       }
     }
     tail<T>(r, t, acc);
@@ -991,7 +1004,6 @@ struct BlockQ4 {
   // Row r, tokens [t, t+T): each block unpacked and transposed once for the T tokens.
   template <int T>
   void row_tokens(uint32_t r, uint32_t t) const {
-    constexpr int K = T <= 4 ? 2 : 1;
     __m512 acc[T];
     _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_ps();
     for (uint32_t b = 0; b < blocks; ++b) {
@@ -1002,21 +1014,13 @@ struct BlockQ4 {
       __m512 m;
       const __m512 ws = block_ws(r, b, &m);
       const uint8_t* pb[T];
-      __m512i d[T][K];
-      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
+      _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j)
         pb[j] = prep(t + j) + static_cast<size_t>(b) * q4_block_bytes(kMin);
-        d[j][0] = _mm512_load_si512(pb[j] + kP4Neg);
-        if constexpr (K == 2) d[j][1] = _mm512_setzero_si512();
-      }
-      _Pragma("GCC unroll 16") for (int mm = 0; mm < 8; ++mm) {
-        _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j)
-          d[j][mm % K] = _mm512_dpbusd_epi32(d[j][mm % K], u[mm], _mm512_load_si512(pb[j] + kP4Xt + 64 * mm));
-      }
+      __m512i isum[T];
+      block_isums<T>(u, pb, kP4Xt, kP4Neg, isum);
       _Pragma("GCC unroll 16") for (int j = 0; j < T; ++j) {
-        __m512i isum = d[j][0];
-        if constexpr (K == 2) isum = _mm512_add_epi32(isum, d[j][1]);
         const __m512 xs = _mm512_load_ps(reinterpret_cast<const float*>(pb[j] + kP4Scale));
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws, xs), acc[j]);
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(ws, xs), acc[j]);
         if constexpr (kMin) {
           acc[j] = _mm512_fmadd_ps(m, _mm512_load_ps(reinterpret_cast<const float*>(pb[j] + kP4Sum)), acc[j]);
         }
