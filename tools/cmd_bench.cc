@@ -1311,6 +1311,15 @@ int cmd_bench(int argc, char** argv) {
               spec_lines.push_back(line);
               if (spec != plain) ++failed_rows;
             }
+            // Speculation off again: the rows after these (beams' alternated tg runs, the
+            // grammar rows) time plain decoding.
+            rlm_speculation off;
+            rlm_speculation_default(&off);
+            off.mode = RLM_SPEC_OFF;
+            if ((st = rlm_session_set_speculation(s, &off)) != RLM_OK) {
+              fprintf(stderr, "ringlm bench: speculation off: %s\n", rlm_status_string(st));
+              return 1;
+            }
           }
           if (n_prompt && opts.snapshot) {
             // The ppN state: prefill (timed by the pp row above), then save and restore.
