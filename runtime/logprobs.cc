@@ -41,12 +41,18 @@ uint32_t top_logprobs(const float* logits, uint32_t n, double lse, uint32_t n_to
   // out[0, filled) holds the best so far in rank order; the raw logit of entry j is
   // logits[out[j].token], so no second array is needed.
   uint32_t filled = 0;
+  // Once the list is full, the worst kept logit as a local: ids only grow along the scan, so a
+  // later token ranks before the worst exactly when its logit is larger (a NaN never is), and
+  // the common case is one compare (a beam step scans every beam's row: 4 x 49k logits).
+  float worst_v = NAN;
   for (uint32_t i = 0; i < n; ++i) {
     const float v = logits[i];
     const int32_t id = static_cast<int32_t>(i);
     if (filled == k) {
-      const int32_t worst = out[k - 1].token;
-      if (!ranks_before(v, id, logits[worst], worst)) continue;
+      if (worst_v == worst_v ? !(v > worst_v)
+                             : !ranks_before(v, id, worst_v, out[k - 1].token)) {
+        continue;
+      }
       --filled;  // the worst drops out
     }
     uint32_t j = filled;
@@ -56,6 +62,7 @@ uint32_t top_logprobs(const float* logits, uint32_t n, double lse, uint32_t n_to
     }
     out[j].token = id;
     ++filled;
+    if (filled == k) worst_v = logits[out[k - 1].token];
   }
   for (uint32_t j = 0; j < k; ++j) out[j].logprob = token_logprob(logits, out[j].token, lse);
   return k;
