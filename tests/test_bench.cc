@@ -748,6 +748,41 @@ TEST(BenchCli, ModelFileAndThreadList) {
   EXPECT_EQ(out.find("memory bandwidth"), std::string::npos) << out;  // --bw-mib 0
 }
 
+// --verify, --spec-lookup and --beams on one small model: the verification line names the pass
+// and its ratio, the echo line says the tokens were identical, the beam line its alternated runs;
+// the rows after the echo rows run without speculation (their steps are plain ones).
+TEST(BenchCli, VerifyEchoAndBeamLines) {
+  ringlm_test::RandomModelShape shape;
+  AlignedBuffer buf;
+  std::string err;
+  ASSERT_TRUE(ringlm_test::random_model(shape, fb::DType::Q8, &buf, &err)) << err;
+  const std::string path = ringlm_test::temp_dir() + "/tiny_verify.rlm";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  }
+  const std::string b = ringlm_test::ringlm_bin();
+  std::string out;
+  const std::string cmd = b + " bench -m " + path +
+                          " -p 0 -n 8 -r 1 --verify 2,3 --spec-lookup 2 --beams 2 --bw-mib 0 2>&1";
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  for (const char* want : {"verify 1+2 (", "a pass of 3 tokens", "verify 1+3 (", "a pass of 4 tokens",
+                           "(medians of 20 alternated)", "echo lookup2 (", "tokens identical",
+                           "beam2 (", "alternated tg8 / beam runs"})
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  double ratio = 0;
+  const size_t v = out.find("verify 1+3 (");
+  ASSERT_NE(v, std::string::npos);
+  const size_t x = out.find("alternated): ", v);
+  ASSERT_NE(x, std::string::npos) << out;
+  ASSERT_EQ(sscanf(out.c_str() + x, "alternated): %lfx", &ratio), 1) << out;
+  EXPECT_GT(ratio, 0.0);
+  for (const char* bad : {" --verify 0", " --verify 65", " --verify x"}) {
+    EXPECT_EQ(ringlm_test::run_command(b + " bench -m " + path + bad + " 2>/dev/null", &out), 2)
+        << bad;
+  }
+}
+
 TEST(BenchCli, KernelTables) {
   ringlm_test::RandomModelShape shape;
   AlignedBuffer buf;
@@ -944,7 +979,7 @@ TEST(BenchCli, HelpAndUsageErrors) {
                           "--n-prompt", "--n-gen", "--threads", "--kernels", "--repetitions",
                           "--batch", "--kv", "--background", "Exit status",
                           "--bw-mib", "smollm2-135m", "unsupported", "--vs-roofline", "--output",
-                          "--clock", "--depth"})
+                          "--clock", "--depth", "--verify", "--spec-lookup", "--beams"})
     EXPECT_NE(out.find(opt), std::string::npos) << opt;
   EXPECT_EQ(ringlm_test::run_command(b + " --help", &out), 0);
   EXPECT_NE(out.find("bench"), std::string::npos);
