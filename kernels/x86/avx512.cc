@@ -1156,19 +1156,39 @@ struct Q4kQuad : Q4kMat {
         const __mmask64 xmask_a = ng >= 2 ? ~0ull : (1ull << (32 * ng)) - 1;
         const __mmask64 xmask_b = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
         const __m512i sidx = _mm512_add_epi32(quad_of_lane, _mm512_set1_epi32(static_cast<int>(4 * q)));
-        __m512i qlo[R], qhi[R];  // values 0..15 / 16..31 of the four groups
-        for (int i = 0; i < R; ++i) {
+        // Row i's four groups: values 0..15 / 16..31.
+        auto unpack = [&](int i, __m512i* lo, __m512i* hi) {
           const uint8_t* p = Wr + i * w_row_bytes + g * 16;
           prefetch(p + kPrefetchBytes);
           const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
           if constexpr (kFive) {
             const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 8);
-            merge_fifth_bits(b, h, ng, &qlo[i], &qhi[i]);
+            merge_fifth_bits(b, h, ng, lo, hi);
           } else {
-            qlo[i] = _mm512_and_si512(b, nib);
-            qhi[i] = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+            *lo = _mm512_and_si512(b, nib);
+            *hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
           }
+        };
+        if constexpr (T == 1) {
+          // Decode: the token's quad first, then each row unpacked and used at once (the 8-row
+          // tile holding every row's unpacked groups spilled its accumulators to the stack).
+          const int8_t* xp = Xt + g * kQuantGroup;
+          const __m512i a = ng >= 2 ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(xmask_a, xp);
+          const __m512i b = ng == 4 ? _mm512_loadu_si512(xp + 64)
+                                    : _mm512_maskz_loadu_epi8(xmask_b, xp + 64);
+          const __m512i xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
+          const __m512i xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
+          for (int i = 0; i < R; ++i) {
+            __m512i lo, hi;
+            unpack(i, &lo, &hi);
+            const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo), hi, xhi);
+            const __m512 sv = _mm512_permutexvar_ps(sidx, _mm512_castps256_ps512(_mm256_load_ps(sc[i][0])));
+            acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sv, acc[i][0]);
+          }
+          continue;
         }
+        __m512i qlo[R], qhi[R];  // values 0..15 / 16..31 of the four groups
+        for (int i = 0; i < R; ++i) unpack(i, &qlo[i], &qhi[i]);
         for (int j = 0; j < T; ++j) {
           const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
           const __m512i a = ng >= 2 ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(xmask_a, xp);
