@@ -1157,12 +1157,15 @@ struct Q4kQuad : Q4kMat {
         const __mmask64 xmask_b = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
         const __m512i sidx = _mm512_add_epi32(quad_of_lane, _mm512_set1_epi32(static_cast<int>(4 * q)));
         // Row i's four groups: values 0..15 / 16..31.
+        // Named copies: a lambda may not capture structured bindings before C++20 (clang refuses).
+        const uint8_t* const w_rows = Wr;
+        const uint8_t* const h_rows = Hr;
         auto unpack = [&](int i, __m512i* lo, __m512i* hi) {
-          const uint8_t* p = Wr + i * w_row_bytes + g * 16;
+          const uint8_t* p = w_rows + i * w_row_bytes + g * 16;
           prefetch(p + kPrefetchBytes);
           const __m512i b = ng == 4 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(wmask, p);
           if constexpr (kFive) {
-            const uint8_t* h = Hr + i * hi_row_bytes + g * (kQuantGroup / 8);
+            const uint8_t* h = h_rows + i * hi_row_bytes + g * (kQuantGroup / 8);
             merge_fifth_bits(b, h, ng, lo, hi);
           } else {
             *lo = _mm512_and_si512(b, nib);
