@@ -100,6 +100,8 @@ run_suite() {
     sort >"$logs/$s.skipped"
   sed -n 's/^.*Test *#[0-9]*: \(.*[^ .]\) \.*[[:space:]]*Passed .*/\1/p' "$log" | sort >"$logs/$s.passed"
   skipped=$(wc -l <"$logs/$s.skipped")
+  # The failed tests by name, for the summary (CI shows only the log's tail).
+  sed -n '/The following tests FAILED:/,/^$/s/^[[:space:]]*[0-9]* - \(.*\)$/\1/p' "$log" >"$logs/$s.failed"
   if [ -z "$total" ]; then
     if grep -q 'No tests were found' "$log"; then total=0 failed=0; else total=0 failed=1; fi
   fi
@@ -131,6 +133,10 @@ if [ -f "$logs/release.passed" ]; then
     if [ -n "$extra" ]; then notes+=("note: $s skipped what release ran: $extra"); fi
   done
 fi
+
+for s in "${SUITES[@]}"; do
+  if [ -s "$logs/$s.failed" ]; then notes+=("FAILED in $s: $(paste -sd',' "$logs/$s.failed")"); fi
+done
 
 echo
 echo "=== summary ($((SECONDS - start_all))s)"
