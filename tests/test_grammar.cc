@@ -450,6 +450,121 @@ TEST(Grammar, ManyOptionalsStayLinear) {
   EXPECT_LE(r.m.cur.n_stacks, 1u);
 }
 
+// The rule named `name` of g (its id), or UINT32_MAX.
+uint32_t rule_named(const Grammar* g, const char* name) {
+  for (uint32_t r = 0; r < g->n_rules; ++r) {
+    if (g->name_len[r] == strlen(name) && memcmp(g->text + g->name_off[r], name, g->name_len[r]) == 0) {
+      return r;
+    }
+  }
+  return UINT32_MAX;
+}
+
+TEST(Grammar, MinLengths) {
+  // Shortest matches in code points: sets count one (a multi-byte one too), references their
+  // rule, repetitions min x body, alternatives the least; recursion through a base case; a
+  // nullable rule 0.
+  Compiled g;
+  compile("root ::= \"ab\" x | y{2,3} | w\n"
+          "x ::= [a-z]+ \"c\"\n"
+          "y ::= \"\u00e9\" z?\n"
+          "z ::= \"zz\"\n"
+          "w ::= \"(\" w \")\" | \"\u65e5\" \"\u672c\" \"!\"\n"
+          "n ::= \"a\"? [b-c]*\n"
+          "u ::= n n \"q\"{3}\n",
+          &g);
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  std::vector<uint32_t> min_len(g.g->n_rules, 12345);
+  gbnf_min_lengths(*g.g, min_len.data());
+  const struct {
+    const char* name;
+    uint32_t len;
+  } want[] = {{"root", 2}, {"x", 2}, {"y", 1}, {"z", 2}, {"w", 3}, {"n", 0}, {"u", 3}};
+  for (const auto& w : want) {
+    const uint32_t r = rule_named(g.g, w.name);
+    ASSERT_NE(r, UINT32_MAX) << w.name;
+    EXPECT_EQ(min_len[r], w.len) << w.name;
+  }
+  // A rule with no finite match is bounded by the passes (a lower bound all the same).
+  compile("root ::= \"a\" root | \"b\" loop\nloop ::= \"c\" loop", &g);
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  min_len.assign(g.g->n_rules, 0);
+  gbnf_min_lengths(*g.g, min_len.data());
+  EXPECT_GE(min_len[rule_named(g.g, "loop")], kGbnfMinLenPasses / 2);
+  EXPECT_LE(min_len[rule_named(g.g, "loop")], kGbnfMinLenCap);
+}
+
+// The state after `text` relaxed (matcher_relax with the grammar's shortest matches): its key,
+// the room, whether anything was relaxed, and the stacks before and after.
+struct Relaxed {
+  bool any = false;
+  uint32_t room = 0, stacks_before = 0, stacks_after = 0;
+  std::vector<uint32_t> key;
+};
+
+Relaxed relax_after(const Grammar* g, const std::string& text) {
+  Relaxed out;
+  MatchRun r(g);
+  char msg[256] = "";
+  ErrorSink err{msg, sizeof msg};
+  EXPECT_EQ(matcher_reset(&r.m, &err), RLM_OK) << msg;
+  bool ok = false;
+  size_t used = 0;
+  EXPECT_EQ(matcher_accept_bytes(&r.m, reinterpret_cast<const uint8_t*>(text.data()), text.size(),
+                                 &ok, &used, &err),
+            RLM_OK);
+  EXPECT_TRUE(ok) << text;
+  std::vector<uint32_t> min_len(g->n_rules);
+  gbnf_min_lengths(*g, min_len.data());
+  out.stacks_before = r.m.cur.n_stacks;
+  out.any = matcher_relax(&r.m, min_len.data(), &out.room);
+  out.stacks_after = r.m.cur.n_stacks;
+  out.key.resize(4096);
+  uint32_t len = 0;
+  uint64_t hash = 0;
+  EXPECT_TRUE(matcher_key(r.m, out.key.data(), 4096, &len, &hash));
+  out.key.resize(len);
+  return out;
+}
+
+TEST(Grammar, RelaxDropsCountsAndMeasuresTheRoom) {
+  Compiled g;
+  compile("root ::= [a-z]{0,10} \"!\"", &g);
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  // After 3 letters the 4th repetition is under way: 10 - 4 = 6 more may start.
+  const Relaxed a = relax_after(g.g, "abc"), b = relax_after(g.g, "abcdefg");
+  EXPECT_TRUE(a.any);
+  EXPECT_EQ(a.room, 6u);
+  EXPECT_EQ(b.room, 2u);
+  EXPECT_EQ(a.key, b.key);  // one relaxed state for every count
+  // At the max: relaxed, with no room (only the repetition under way may still take input).
+  const Relaxed full = relax_after(g.g, "abcdefghi");
+  EXPECT_TRUE(full.any);
+  EXPECT_EQ(full.room, 0u);
+  EXPECT_EQ(full.key, a.key);
+  // The room counts the body's shortest match: ("ab" | "cde") takes at least 2 code points.
+  compile("root ::= (\"ab\" | \"cde\"){0,5} \"!\"", &g);
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  EXPECT_EQ(relax_after(g.g, "ab").room, (5u - 2u) * 2u);
+  EXPECT_EQ(relax_after(g.g, "abcde").room, (5u - 3u) * 2u);
+  // Two counts at most, or the minimum not reached yet: nothing relaxed.
+  compile("root ::= \"a\"? [b-c]{2,3} [d-e]{4,9} \"!\"", &g);
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  EXPECT_FALSE(relax_after(g.g, "").any);
+  EXPECT_FALSE(relax_after(g.g, "abb").any);
+  EXPECT_FALSE(relax_after(g.g, "abbdd").any);
+  EXPECT_TRUE(relax_after(g.g, "abbdddd").any);
+  EXPECT_EQ(relax_after(g.g, "abbdddd").room, 9u - 5u);
+  // Stacks equal but for a count are kept once: two parses of "aa" (one x of two letters, two
+  // x of one) are at different counts of the same repetition.
+  compile("root ::= x{0,9} \"!\"\nx ::= \"a\" | \"a\" \"a\"", &g);
+  ASSERT_EQ(g.st, RLM_OK) << g.msg;
+  const Relaxed d = relax_after(g.g, "aa");
+  EXPECT_TRUE(d.any);
+  EXPECT_LT(d.stacks_after, d.stacks_before);
+  EXPECT_EQ(d.key, relax_after(g.g, "aaa").key);
+}
+
 TEST(Grammar, BudgetIsANamedError) {
   // Deep nesting needs one frame per level: a small budget runs out with a message, and the
   // state stays usable (as before the refused code point).

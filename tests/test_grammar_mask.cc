@@ -13,6 +13,12 @@
 // until the grammar is done, nothing is allowed, or the step limit. The reference of a state met
 // again (equal stacks and pending bytes, compared by a key written here, not matcher_key) is
 // reused; the masks are computed at every step. grammar_mask makes no heap calls once laid out.
+//
+// Bounded strings (masks derived from a relaxed state's, compiled.h): over a vocabulary of runs
+// of every length (ASCII, 2-, 3- and 4-byte characters), runs ending in a quote at every
+// position, escapes and partial characters, every count of `maxLength` strings and of bounded
+// repetitions with bodies longer than one code point is visited (one character per step) and
+// checked the same way, then random walks go through them.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -206,6 +212,10 @@ class Oracle {
   bool laid_out() const {
     return laid_out_ && on_.cache.n_entries > 2 && tiny_.cache.n_entries == 2;
   }
+  // Masks derived from a relaxed state's (compiled.h), over the three scratches; and those whose
+  // relaxed masks came from a cache.
+  uint64_t derived() const { return off_.derived + on_.derived + tiny_.derived; }
+  uint64_t derived_kept() const { return on_.derived_kept + tiny_.derived_kept; }
   const rt::TokenTable& tokens() const { return gi_.tokens; }
   rt::Matcher& state() { return state_; }
   const rt::MaskCache& cache() const { return on_.cache; }
@@ -421,6 +431,183 @@ void run_vocabulary(const rlm_model* model, WalkLimits lim,
          static_cast<unsigned long long>(stats->cache_hits));
   // The walks exercised what they are for: states whose masks are neither all nor nothing.
   EXPECT_GT(stats->partial, stats->steps / 2);
+}
+
+// ---- bounded repetitions ---------------------------------------------------------------------
+
+// A vocabulary for the masks of states inside bounded repetitions: the synthetic byte tokens,
+// every single character used below, runs of 2 to 45 letters (longer and shorter than any room
+// left), runs of multi-byte characters, runs that end in a closing quote (and a comma, a brace)
+// after 0 to 31 characters, escapes, tokens that end inside a character or start inside one.
+const OpenedModel* bounded_model(std::string* why) {
+  static OpenedModel m;
+  static std::string err;
+  static bool ok = [] {
+    namespace conv = rt::conv;
+    conv::TokenizerData t;
+    if (!conv::synthetic_tokenizer(259, &t, &err)) return false;
+    std::vector<std::string> pieces;
+    const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST";
+    const std::vector<std::string> wide = {"\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80",
+                                           "\xce\xb1"};  // é 日 😀 α
+    for (size_t n = 2; n <= 45; ++n) {
+      pieces.push_back(letters.substr(0, n));
+      pieces.push_back(" " + letters.substr(0, n - 1));
+    }
+    for (const std::string& w : wide) {
+      pieces.push_back(w);
+      std::string run = w;
+      for (int n = 2; n <= 14; ++n) {
+        run += w;
+        pieces.push_back(run);
+        pieces.push_back("a" + run);
+      }
+      pieces.push_back(w + "\"");
+      pieces.push_back("ab" + w + w + "\",");
+      pieces.push_back(w.substr(0, w.size() - 1));      // ends inside it
+      pieces.push_back("abc" + w.substr(0, 1));         // ... after three letters
+      pieces.push_back(w.substr(1) + "\"");             // starts inside one
+    }
+    for (size_t n : {0u, 1u, 2u, 3u, 4u, 5u, 7u, 8u, 11u, 12u, 13u, 19u, 20u, 21u, 31u}) {
+      const std::string run = letters.substr(0, n);
+      pieces.push_back(run + "\"");
+      pieces.push_back(run + "\",");
+      pieces.push_back(run + "\"}");
+      pieces.push_back(run + "\"]");
+      pieces.push_back(run + "\\n");
+    }
+    for (const char* p : {"\\n", "\\\"", "\\\\", "\\u00e9", "a\\u", "\":\"", "\",\"", "{\"",
+                          "[\"", "\", \"", "ab\\\"cd", "        ", "                        "}) {
+      pieces.push_back(p);
+    }
+    for (std::string& p : pieces) {
+      bool dup = false;
+      for (const std::string& q : t.pieces) dup = dup || q == p;
+      if (dup) continue;
+      t.pieces.push_back(p);
+      t.types.push_back(rt::fb::TokenType::Normal);
+    }
+    t.scores.assign(t.pieces.size(), 0.0f);
+    t.add_space_prefix = false;
+    RandomModelShape s;
+    s.dim = 32;
+    s.n_layers = 1;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.ffn_dim = 32;
+    conv::SyntheticShape shape;
+    shape.name = "bounded-strings";
+    shape.arch = llama_arch(s);
+    conv::SyntheticOptions opts;
+    opts.vocab = &t;
+    conv::ModelData md;
+    std::vector<uint8_t> bytes;
+    if (!conv::synthetic_from_shape(shape, 1, opts, &md, &err) ||
+        !conv::build_model_bytes(md, DType::F32, &bytes, &err)) {
+      return false;
+    }
+    m.bytes.assign(bytes.data(), bytes.size());
+    return m.open(&err);
+  }();
+  if (!ok) *why = err;
+  return ok ? &m : nullptr;
+}
+
+// Schemas and grammars whose states count: strings with maxLength (and minLength), an array of
+// them with maxItems, repetitions whose body takes two or more code points (the room is
+// counted in the body's shortest match), nested counts, and whitespace runs.
+std::vector<NamedGrammar> bounded_grammars() {
+  std::vector<NamedGrammar> out;
+  const char* schema =
+      R"({"type":"object","properties":{"s":{"type":"string","maxLength":12},)"
+      R"("t":{"type":"string","minLength":2,"maxLength":5},)"
+      R"("u":{"type":"array","items":{"type":"string","maxLength":3},"maxItems":4}},)"
+      R"("required":["s","t","u"]})";
+  std::string err;
+  out.push_back({"maxLength schema", schema_to_gbnf(schema, &err)});
+  EXPECT_TRUE(err.empty()) << err;
+  out.push_back({"two-code-point bodies",
+                 "root ::= \"\\\"\" (\"ab\" | \"\u00e9\u00e9\" | \"\\\\n\"){0,9} \"\\\"\" "
+                 "(\"[\" [a-z\u65e5]{0,4} \"]\"){1,5} [ ]{0,20} \"!\"\n"});
+  out.push_back({"string then more letters",
+                 "root ::= \"\\\"\" [a-z\u00e9\u65e5\U0001F600]{0,7} [a-f]* \"\\\"\" "
+                 "([0-9]{2,30} | \"x\")\n"});
+  return out;
+}
+
+// Feeds `text` one code point at a time (each a token of exactly its bytes), checking the masks
+// at every state: every count of every bounded repetition on the way.
+void check_every_count(const rlm_model* model, const NamedGrammar& g, const std::string& text,
+                       uint64_t* derived, uint64_t* kept) {
+  SCOPED_TRACE("grammar " + g.name + ", text " + text);
+  CompiledGrammar cg(model, g.gbnf);
+  ASSERT_EQ(cg.st, RLM_OK) << cg.msg << "\n" << g.gbnf;
+  Oracle o(model, cg.g);
+  ASSERT_TRUE(o.laid_out());
+  const rt::TokenTable& t = o.tokens();
+  // Twice over: the second time the cache (and the relaxed masks in it) is warm.
+  for (int pass = 0; pass < 2; ++pass) {
+    ASSERT_EQ(o.reset(), RLM_OK) << o.error();
+    size_t at = 0;
+    for (;;) {
+      long heap = 0;
+      ASSERT_EQ(o.check(&heap), "") << "pass " << pass << ", after \"" << text.substr(0, at) << "\"";
+      ASSERT_EQ(heap, 0);
+      if (at == text.size()) break;
+      size_t n = 1;
+      const uint8_t lead = static_cast<uint8_t>(text[at]);
+      if (lead >= 0xF0) n = 4;
+      else if (lead >= 0xE0) n = 3;
+      else if (lead >= 0xC0) n = 2;
+      int32_t id = -1;
+      for (uint32_t u = 0; u < t.vocab && id < 0; ++u) {
+        if (t.length(static_cast<int32_t>(u)) == n &&
+            memcmp(t.data(static_cast<int32_t>(u)), text.data() + at, n) == 0) {
+          id = static_cast<int32_t>(u);
+        }
+      }
+      ASSERT_GE(id, 0) << "no token for \"" << text.substr(at, n) << "\"";
+      ASSERT_TRUE(o.allowed(static_cast<uint32_t>(id))) << "\"" << text.substr(0, at + n) << "\"";
+      bool accepted = false;
+      ASSERT_EQ(rt::grammar_accept_token(*reinterpret_cast<const rt::GrammarImpl*>(cg.g),
+                                         &o.state(), id, &accepted, nullptr),
+                RLM_OK);
+      ASSERT_TRUE(accepted);
+      at += n;
+    }
+  }
+  *derived += o.derived();
+  *kept += o.derived_kept();
+}
+
+TEST(GrammarMask, BoundedRepetitionsMatchReferenceAtEveryCount) {
+  std::string why;
+  const OpenedModel* m = bounded_model(&why);
+  ASSERT_NE(m, nullptr) << why;
+  const std::vector<NamedGrammar> grammars = bounded_grammars();
+  ASSERT_EQ(grammars.size(), 3u);
+  uint64_t derived = 0, kept = 0;
+  check_every_count(&m->model, grammars[0],
+                    "{\"s\":\"ab\xc3\xa9\xe6\x97\xa5\xf0\x9f\x98\x80\\n\\\"xyz12\",\"t\":\"\xce\xb1"
+                    "bcd\\u00e9\",\"u\":[\"a\xc3\xa9\\n\",\"\",\"xyz\",\"q\"]}",
+                    &derived, &kept);
+  check_every_count(&m->model, grammars[0],
+                    "{\"s\":\"\",\"t\":\"ab\",\n  \"u\":[]}", &derived, &kept);
+  check_every_count(&m->model, grammars[1],
+                    "\"ab\xc3\xa9\xc3\xa9\\nabababab\\nab\"[abcd][][\xe6\x97\xa5][a][]         !",
+                    &derived, &kept);
+  check_every_count(&m->model, grammars[2],
+                    "\"a\xc3\xa9\xe6\x97\xa5\xf0\x9f\x98\x80" "bcdabcdef\"0123456789012345678901234"
+                    "56789",
+                    &derived, &kept);
+  // The states inside the repetitions were derived, and with a cache from remembered masks.
+  EXPECT_GT(derived, 50u);
+  EXPECT_GT(kept, 20u);
+  // Random walks through the same grammars (long tokens, quotes inside them, partial
+  // characters drawn often).
+  WalkStats stats;
+  run_vocabulary(&m->model, {light() ? 4 : 12, light() ? 60 : 200}, grammars, &stats);
+  EXPECT_GT(stats.pending, 0);
 }
 
 TEST(GrammarMask, ByteVocabularyMatchesReference) {

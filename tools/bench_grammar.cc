@@ -91,6 +91,8 @@ bool replay_mask_times(const rlm_model* model, const rlm_grammar* grammar, uint3
           for (float x : logits) out->allowed += x != -INFINITY;
           out->hits = ms.cache.hits;
           out->misses = ms.cache.misses;
+          out->derived = ms.derived;
+          out->relaxed_walks = ms.derived - ms.derived_kept;
         }
         out->us[k] = std::min(out->us[k], dt);
         ++k;

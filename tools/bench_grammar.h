@@ -16,6 +16,9 @@ struct MaskTimes {
   std::vector<double> us;  // per token: mask + accept, microseconds
   uint64_t allowed = 0;    // tokens the masks allowed, summed over the replayed steps
   uint64_t hits = 0, misses = 0;  // remembered masks used / computed (one round)
+  // Of the computed ones: derived from a relaxed state's masks (grammar/compiled.h), and the
+  // relaxed states walked for them (the others were remembered).
+  uint64_t derived = 0, relaxed_walks = 0;
 };
 
 // Replays `turns` (each from the grammar's start; every token must be one the grammar allows,

@@ -790,13 +790,16 @@ bool grammar_rows(BenchReport& report, Runner& run, const rlm_grammar* g, double
            "grammar mask (%s, %u thread%s; vocabulary %u; compiled in %.1f ms, %s): %zu tokens in "
            "%zu turns, mask + accept "
            "per token median %.1f us, p99 %.1f us, max %.1f us (mask cache %s: %llu hits, %llu "
-           "misses); %.1f %% of the vocabulary allowed on average; decode t=1 with the grammar "
+           "misses, %llu of them derived, %llu relaxed walks); %.1f %% of the vocabulary allowed "
+           "on average; decode t=1 with the grammar "
            "%.2f t/s = %.1f %% of %.2f t/s without",
            backend.c_str(), nt, nt == 1 ? "" : "s", info.vocab_size, compile_ms,
            human_bytes(static_cast<double>(grammar_bytes)).c_str(), mt.us.size(), turns.size(),
            percentile(mt.us, 0.5), percentile(mt.us, 0.99), percentile(mt.us, 1.0),
            cache_name.c_str(), static_cast<unsigned long long>(mt.hits),
            static_cast<unsigned long long>(mt.misses),
+           static_cast<unsigned long long>(mt.derived),
+           static_cast<unsigned long long>(mt.relaxed_walks),
            mt.us.empty() ? 0.0
                          : 100.0 * static_cast<double>(mt.allowed) /
                                (static_cast<double>(mt.us.size()) * info.vocab_size),

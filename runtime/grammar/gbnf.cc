@@ -357,6 +357,35 @@ bool is_terminal(uint8_t t) { return t >= kChar && t <= kCharAny; }
 
 }  // namespace
 
+void gbnf_min_lengths(const Grammar& g, uint32_t* out) {
+  for (uint32_t r = 0; r < g.n_rules; ++r) out[r] = 0;
+  for (uint32_t pass = 0; pass < kGbnfMinLenPasses; ++pass) {
+    bool changed = false;
+    for (uint32_t r = 0; r < g.n_rules; ++r) {
+      uint64_t best = kGbnfMinLenCap, sum = 0;
+      for (uint32_t k = g.rule_start[r];; ++k) {
+        const GbnfElem& e = g.elems[k];
+        if (e.type == kEnd || e.type == kAlt) {
+          if (sum < best) best = sum;
+          if (e.type == kEnd) break;
+          sum = 0;
+          continue;
+        }
+        // A set counts once, at its first element (kCharRngUpper / kCharAlt continue it).
+        if (e.type == kChar || e.type == kCharNot || e.type == kCharAny) sum += 1;
+        else if (e.type == kRuleRef) sum += out[e.value];
+        else if (e.type == kRepeat) sum += static_cast<uint64_t>(e.min) * out[e.value];
+        if (sum > kGbnfMinLenCap) sum = kGbnfMinLenCap;
+      }
+      if (best > out[r]) {
+        out[r] = static_cast<uint32_t>(best);
+        changed = true;
+      }
+    }
+    if (!changed) break;
+  }
+}
+
 void gbnf_where(const char* text, size_t len, size_t off, char* buf, size_t cap) {
   size_t line = 1, col = 1;
   for (size_t k = 0; k < off && k < len; ++k) {

@@ -81,6 +81,15 @@ size_t gbnf_bytes(size_t len);
 // RLM_ERR_BUFFER_TOO_SMALL. Allocates nothing.
 Status gbnf_compile(const char* text, size_t len, Arena& a, const Grammar** out, ErrorSink* err);
 
+// out[r] (n_rules entries) = a lower bound of the code points of rule r's shortest match (0 for a
+// nullable rule; saturates at kGbnfMinLenCap). Iterates r = min over its alternatives of the sum
+// of their items (a set: 1; a reference: its rule's value; a repetition: min x its body's) from
+// 0 upwards, so every pass gives lower bounds, and stops when nothing changes (the exact
+// lengths, for every rule whose matches are finite) or after kGbnfMinLenPasses passes.
+constexpr uint32_t kGbnfMinLenCap = 1u << 20;
+constexpr uint32_t kGbnfMinLenPasses = 32;
+void gbnf_min_lengths(const Grammar& g, uint32_t* out);
+
 // "line L, column C" of byte offset `off` in the grammar's text, into buf (NUL-terminated).
 void gbnf_where(const char* text, size_t len, size_t off, char* buf, size_t cap);
 

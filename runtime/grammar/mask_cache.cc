@@ -33,17 +33,21 @@ void mask_cache_clear(MaskCache* c, const void* owner) {
   c->hits = c->misses = 0;
 }
 
-const uint64_t* mask_cache_find(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash) {
+const uint64_t* mask_cache_lookup(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash) {
   for (uint32_t e = 0; e < c->n_entries; ++e) {
     if (c->key_len[e] == len && c->key_hash[e] == hash &&
         memcmp(c->keys + static_cast<size_t>(e) * kMaskKeyWords, key, len * sizeof(uint32_t)) == 0) {
       c->referenced[e] = 1;
-      ++c->hits;
       return c->bits + static_cast<size_t>(e) * c->words;
     }
   }
-  ++c->misses;
   return nullptr;
+}
+
+const uint64_t* mask_cache_find(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash) {
+  const uint64_t* bits = mask_cache_lookup(c, key, len, hash);
+  ++(bits ? c->hits : c->misses);
+  return bits;
 }
 
 uint64_t* mask_cache_insert(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash) {

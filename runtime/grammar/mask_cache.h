@@ -7,6 +7,10 @@
 // turn. The key is the whole state (every stack's frames and any pending partial code point),
 // compared exactly on a hit, so a remembered mask is the mask the walk would compute.
 //
+// Besides the masks of states, entries hold what masks are derived from (compiled.h): the mask of
+// a relaxed state (its key has relaxed counts, which no state the mask stage is asked for has)
+// and the tokens its walk read (key word 1 set to kMaskReadTag, which no state's key has there).
+//
 // Memory: in the session's block (rlm_session_config.grammar_cache_bytes), split into entries
 // of one vocabulary bitset (vocab / 8 bytes) plus a key of up to kMaskKeyWords words; a state
 // with a longer key is not remembered (its mask is computed each time). Replacement: clock
@@ -23,6 +27,7 @@
 namespace ringlm::internal {
 
 constexpr uint32_t kMaskKeyWords = 192;  // key words per entry (768 bytes)
+constexpr uint32_t kMaskReadTag = 0xFFFFFFFFu;
 
 struct MaskCache {
   uint32_t n_entries = 0;        // 0: no cache
@@ -46,8 +51,12 @@ void mask_cache_layout(Arena& a, uint32_t vocab, size_t bytes, MaskCache* c);
 // Forgets every mask; `owner` is the grammar the next ones belong to.
 void mask_cache_clear(MaskCache* c, const void* owner);
 
-// The remembered mask of this key, or null.
+// The remembered mask of this key, or null (counted in hits / misses).
 const uint64_t* mask_cache_find(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash);
+
+// The same, not counted: for the masks of relaxed states that masks of states are derived from
+// (compiled.h), so hits and misses stay those of the states the mask stage is asked for.
+const uint64_t* mask_cache_lookup(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash);
 
 // An entry for this key (replacing one by the clock): its mask bits, to be filled by the caller.
 uint64_t* mask_cache_insert(MaskCache* c, const uint32_t* key, uint32_t len, uint64_t hash);

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include <algorithm>
+
 #include "unicode.h"
 
 namespace ringlm::internal {
@@ -377,19 +379,28 @@ bool matcher_is_done(const Matcher& m) {
   return m.cur.n_stacks > 0;
 }
 
+void utf8_pending_range(uint32_t value, uint32_t len, uint32_t need, uint8_t lead, uint32_t* lo,
+                        uint32_t* hi) {
+  const uint32_t rem = need - len;
+  *lo = value << (6 * rem);
+  *hi = *lo | ((1u << (6 * rem)) - 1);
+  // A lead byte alone leaves the low bits free, but not below the sequence length's smallest
+  // code point (E0 starts U+0800..U+0FFF, not U+0000..U+0FFF: overlong forms are invalid).
+  const uint32_t min_cp = need == 2 ? 0x80u : need == 3 ? 0x800u : 0x10000u;
+  if (*lo < min_cp) *lo = min_cp;
+  // ED starts U+D000..U+D7FF only (surrogates are not UTF-8), F4 U+100000..U+10FFFF.
+  if (lead == 0xED && *hi > 0xD7FF) *hi = 0xD7FF;
+  if (lead == 0xF4 && *hi > 0x10FFFF) *hi = 0x10FFFF;
+}
+
+bool matcher_set_intersects(const Grammar& g, uint32_t pos, uint32_t lo, uint32_t hi) {
+  return set_intersects(g.elems + pos, lo, hi);
+}
+
 bool matcher_viable(const Matcher& m) {
   uint32_t lo = 0, hi = 0;
   if (m.pending_len) {
-    const uint32_t rem = m.pending_need - m.pending_len;
-    lo = m.pending << (6 * rem);
-    hi = lo | ((1u << (6 * rem)) - 1);
-    // A lead byte alone leaves the low bits free, but not below the sequence length's smallest
-    // code point (E0 starts U+0800..U+0FFF, not U+0000..U+0FFF: overlong forms are invalid).
-    const uint32_t min_cp = m.pending_need == 2 ? 0x80u : m.pending_need == 3 ? 0x800u : 0x10000u;
-    if (lo < min_cp) lo = min_cp;
-    // ED starts U+D000..U+D7FF only (surrogates are not UTF-8), F4 U+100000..U+10FFFF.
-    if (m.pending_lead == 0xED && hi > 0xD7FF) hi = 0xD7FF;
-    if (m.pending_lead == 0xF4 && hi > 0x10FFFF) hi = 0x10FFFF;
+    utf8_pending_range(m.pending, m.pending_len, m.pending_need, m.pending_lead, &lo, &hi);
   }
   for (uint32_t k = 0; k < m.cur.n_stacks; ++k) {
     const uint32_t len = m.cur.len[k];
@@ -512,26 +523,74 @@ bool matcher_load_key(Matcher* m, const uint32_t* key, uint32_t len) {
   return true;
 }
 
-uint32_t matcher_relax(Matcher* m, uint32_t min_room) {
-  uint32_t room = UINT32_MAX;
+bool matcher_relax(Matcher* m, const uint32_t* min_len, uint32_t* room_out) {
+  uint64_t room = UINT64_MAX;
   StackSet& s = m->cur;
+  uint32_t kept = 0, frames = 0;  // stacks kept so far (compacted in place) and their frames
   for (uint32_t k = 0; k < s.n_stacks; ++k) {
     MatchFrame* f = s.frames + s.off[k];
-    bool changed = false;
-    for (uint32_t j = 0; j < s.len[k]; ++j) {
+    const uint32_t n = s.len[k];
+    for (uint32_t j = 0; j < n; ++j) {
       const GbnfElem& e = m->g->elems[f[j].pos];
       const uint32_t c = f[j].count;
       if (e.type != kRepeat || e.max == kGbnfRepeatInf || (c & kRepeatRelaxed) || c < e.min ||
-          e.max - c < min_room) {
+          e.max - e.min < 2) {
         continue;
       }
-      if (e.max - c < room) room = e.max - c;
-      f[j].count = c | kRepeatRelaxed;
-      changed = true;
+      const uint64_t per = min_len && min_len[e.value] > 1 ? min_len[e.value] : 1;
+      const uint64_t r = static_cast<uint64_t>(e.max - c) * per;
+      if (r < room) room = r;
+      f[j].count = kRepeatRelaxed;
     }
-    if (changed) s.hash[k] = hash_frames(f, s.len[k]);
+    const uint64_t h = hash_frames(f, n);
+    bool dup = false;
+    for (uint32_t q = 0; q < kept && !dup; ++q) {
+      dup = s.hash[q] == h && s.len[q] == n &&
+            memcmp(s.frames + s.off[q], f, n * sizeof(MatchFrame)) == 0;
+    }
+    if (dup) continue;
+    if (frames != s.off[k]) memmove(s.frames + frames, f, n * sizeof(MatchFrame));
+    s.off[kept] = frames;
+    s.len[kept] = n;
+    s.hash[kept] = h;
+    frames += n;
+    ++kept;
   }
-  return room == UINT32_MAX ? 0 : room;
+  s.n_stacks = kept;
+  s.n_frames = frames;
+  if (room != UINT64_MAX) matcher_sort_stacks(m);  // states equal but for counts: one key
+  *room_out = room == UINT64_MAX ? 0 : room < UINT32_MAX ? static_cast<uint32_t>(room) : UINT32_MAX;
+  return room != UINT64_MAX;
+}
+
+void matcher_sort_stacks(Matcher* m) {
+  StackSet& s = m->cur;
+  // Sorted through the next set, which only a step uses: its `len` holds the order first.
+  StackSet& o = m->next;
+  uint32_t* order = o.len;
+  for (uint32_t k = 0; k < s.n_stacks; ++k) order[k] = k;
+  std::sort(order, order + s.n_stacks, [&s](uint32_t a, uint32_t b) {
+    if (s.hash[a] != s.hash[b]) return s.hash[a] < s.hash[b];
+    if (s.len[a] != s.len[b]) return s.len[a] < s.len[b];
+    return memcmp(s.frames + s.off[a], s.frames + s.off[b], s.len[a] * sizeof(MatchFrame)) < 0;
+  });
+  for (uint32_t j = 0; j < s.n_stacks; ++j) o.off[j] = order[j];  // frees `len` for the copy
+  o.n_frames = 0;
+  for (uint32_t j = 0; j < s.n_stacks; ++j) {
+    const uint32_t k = o.off[j];
+    memcpy(o.frames + o.n_frames, s.frames + s.off[k], s.len[k] * sizeof(MatchFrame));
+    o.hash[j] = s.hash[k];
+    o.len[j] = s.len[k];
+    o.off[j] = o.n_frames;
+    o.n_frames += s.len[k];
+  }
+  o.n_stacks = s.n_stacks;
+  swap_sets(m);
+}
+
+bool matcher_set_takes(const Grammar& g, uint32_t pos, uint32_t cp) {
+  uint32_t after = 0;
+  return set_matches(g.elems + pos, cp, &after);
 }
 
 bool matcher_same_state(const Matcher& a, const Matcher& b) {

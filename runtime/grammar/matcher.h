@@ -91,6 +91,15 @@ bool matcher_is_done(const Matcher& m);
 // top set can take a code point that starts with the pending bytes.
 bool matcher_viable(const Matcher& m);
 
+// The code points an incomplete UTF-8 sequence can still become: `len` of its `need` bytes read
+// (len < need), their payload bits `value`, first byte `lead`. [*lo, *hi] (overlong forms and
+// surrogates excluded).
+void utf8_pending_range(uint32_t value, uint32_t len, uint32_t need, uint8_t lead, uint32_t* lo,
+                        uint32_t* hi);
+
+// Whether the character set at element `pos` of `g` takes some code point in [lo, hi].
+bool matcher_set_intersects(const Grammar& g, uint32_t pos, uint32_t lo, uint32_t hi);
+
 // The bytes that can come next, as a 256-bit set (bit b of out[b / 64]): a superset (for a
 // negated set every non-ASCII lead byte is kept). With a partial code point pending: every byte.
 void matcher_next_bytes(const Matcher& m, uint64_t out[4]);
@@ -103,15 +112,34 @@ bool matcher_key(const Matcher& m, uint32_t* key, uint32_t cap, uint32_t* len, u
 // does not fit m's budget (m is then unchanged).
 bool matcher_load_key(Matcher* m, const uint32_t* key, uint32_t len);
 
-// Relaxes every bounded repetition of the state that has reached its minimum and has at least
-// `min_room` repetitions left (max - count), and returns r, the least room left among them (0:
-// none relaxed; repetitions with less room, such as an optional item's `?`, stay exact). Why:
-// the count of `x{0,30}` changes with every x, so the state inside such a string never repeats
-// itself; relaxed, it does. For any input of at most r code points the relaxed state accepts
-// exactly what the state accepts: each repetition that consumes input takes at least one code
-// point, so no relaxed repetition can reach its maximum, and its minimum is already met. (Extra
-// repetitions that consume nothing only raise a count: never needed to accept anything.)
-uint32_t matcher_relax(Matcher* m, uint32_t min_room);
+// Relaxes every bounded repetition of the state that has reached its minimum and has three
+// counts or more (max - min >= 2: `x?` and `x{2,3}` stay exact, relaxing them would shrink the
+// room and merge at most two states): its count becomes kRepeatRelaxed alone (the count it had
+// is dropped, so states that differ only in such counts relax to one state); stacks made equal
+// by that are kept once, and the stacks are sorted (matcher_sort_stacks). False when there was
+// none. *room: the room of the state in code points, the least over the relaxed repetitions of
+// (max - count) x m, where m is the fewest code points a repetition that consumes input takes:
+// min_len[body] (a lower bound of the body rule's shortest match, as gbnf_min_lengths gives;
+// null: 1 for every rule), at least 1. (The count includes the repetition under way, which may
+// still take input: at count max the room is 0.)
+// Why: the count of `x{0,30}` changes with every x, so the state inside such a string never
+// repeats itself; relaxed, it does. For any input of at most *room code points the relaxed
+// state accepts exactly what the state accepts: to go wrong the relaxed parse would have to
+// start a repetition past the max and put a code point in it, after max - count repetitions of
+// at least m code points each. (A repetition started but still empty at the input's end changes
+// nothing: the parse that stops repeating there exists in both. Repetitions that consume nothing
+// only raise a count: never needed to accept anything.) On longer inputs the relaxed state
+// accepts a superset of what the state accepts.
+bool matcher_relax(Matcher* m, const uint32_t* min_len, uint32_t* room);
+
+// Puts the stacks in a canonical order (by their hash, then length and frames), so states that
+// hold the same stacks have the same key (matcher_key) whatever order a step produced them in.
+// The order of the stacks changes nothing the state accepts.
+void matcher_sort_stacks(Matcher* m);
+
+// Whether the character set at element `pos` of `g` (a stack's top) takes code point cp. A step
+// (matcher_accept_cp) depends on the code point only through which stacks' tops take it.
+bool matcher_set_takes(const Grammar& g, uint32_t pos, uint32_t cp);
 
 // The same state: equal pending bytes and the same stacks in the same order.
 bool matcher_same_state(const Matcher& a, const Matcher& b);
