@@ -5,7 +5,7 @@
 // R*T accumulators in registers, so each loaded weight block serves T tokens and each activation
 // block R rows. Decode (n = 1) uses 4 rows x 1 token: one pass over the weights, the activation
 // group shared by four rows. Prefill uses 2 rows x 4 tokens (Q8, Q5, Q4_1, Q5_1) / 4 x 2
-// (float, Q4K, Q5K) / 4 x 3 (Q6K).
+// (float, Q5K; Q4K and Q4 take block sums) / 4 x 3 (Q6K).
 //
 // Q8: per 32-group, vpsignb makes |w| (unsigned) and x*sign(w), vpmaddubsw + vpmaddwd give eight
 // exact int32 partial sums (|w| <= 128, |x| <= 127: pair sums stay below 2^15), converted to float
@@ -24,9 +24,11 @@
 // as Q5K's, below) and maddubs(u, x) - maddubs(16, x) (31 * 127 * 2 < 2^15, 16 * 128 * 2 = 4096:
 // neither saturates; QuantTile<true, true>). Q4_1 / Q5_1: Q4's / Q5's walk over q as it is
 // (unsigned: maddubs(q, x) is the dot product, no correction), scaled by d and the min term
-// m * x_sum added per block of 8 groups (QuantTile<true, false / true, true>). Q4K: the nibbles
-// are unsigned already, maddubs(q, x) is the dot product; the scales come per super-block
-// (Q4kTile). Q5K: Q4K's walk with each group's fifth bits or'd into its nibbles as 16 (q in
+// m * x_sum added per block of 8 groups (QuantTile<true, false / true, true>). Q4K: Q4's block
+// sums (Q4Blocks<true>: a super-block is a block; the nibbles are unsigned already, so no offset
+// and no -8 x sum; the 8 levels d * sc scale the block's sums and d_min * m times the
+// activations' group sums is taken off with one fnmadd per block); Q4kTile for rows too wide
+// for the stack buffer. Q5K: Q4K's walk with each group's fifth bits or'd into its nibbles as 16 (q in
 // [0, 31]: pair sums 31 * 127 * 2 < 2^15; Q4kTile<true>). Q6K: the same over the 6-bit values,
 // offset 32 removed as Q4's 8, the two sub-block scales of a group applied in int16 by vpmaddwd
 // (Q6kTile).
@@ -478,22 +480,28 @@ inline __m256i q4_sigma_inv() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
   p[3] = _mm256_unpackhi_epi64(a1, a3);
 }
 
-// Four transposed packed vectors as 8 vectors of unsigned u = v + 8: the low nibbles of p[k]
-// into u[k], the high ones into u[4 + k].
+// Four transposed packed vectors as 8 vectors of unsigned u = v + 8 (Q4K, kK: the nibbles as
+// they are, unsigned already): the low nibbles of p[k] into u[k], the high ones into u[4 + k].
+template <bool kK>
 [[gnu::always_inline]] inline void q4_unpack(const __m256i (&p)[4], __m256i (&u)[8]) {
   const __m256i nib = _mm256_set1_epi8(0x0f), off = _mm256_set1_epi8(static_cast<char>(0x88));
   for (int k = 0; k < 4; ++k) {
-    const __m256i b = _mm256_xor_si256(p[k], off);
+    const __m256i b = kK ? p[k] : _mm256_xor_si256(p[k], off);
     u[k] = _mm256_and_si256(b, nib);
     u[4 + k] = _mm256_and_si256(_mm256_srli_epi16(b, 4), nib);
   }
 }
 
+// kK: Q4K (a block is a super-block: its 8 levels d * sc and d_min * m from q4k_levels, the
+// nibbles unsigned, the min term d_min * m * x_sum per group applied with one fnmadd per block).
+template <bool kK>
 struct Q4Blocks {
   static constexpr size_t kBlockBytes = kBlk * kQuantGroup / 2;  // 128
   const uint8_t* W;    // row r at W + r * w_row_bytes
   size_t w_row_bytes;
-  const uint16_t* WS;  // (rows, groups)
+  const uint16_t* WS;  // Q4: (rows, groups) f16 scales; Q4K: (rows, supers, 2) f16 d, d_min
+  const uint8_t* SUB;  // Q4K: (rows, supers, 16) sc[8], m[8]; Q4: null
+  uint32_t supers;     // Q4K: super-blocks per row (blocks + (rem ? 1 : 0))
   uint32_t groups;
   uint32_t blocks;     // whole blocks
   uint32_t rem;        // groups past them (0..7)
@@ -514,37 +522,70 @@ struct Q4Blocks {
     return _mm256_permutevar8x32_ps(w, q4_sigma());
   }
 
+  // Block b's scales of row r in sigma order: Q4 *dl = its 8 f16 scales (*ml unset); Q4K the
+  // super-block's d * sc and d_min * m.
+  [[gnu::always_inline]] void block_levels(uint32_t r, uint32_t b, __m256* dl, __m256* ml) const {
+    if constexpr (kK) {
+      const size_t s = static_cast<size_t>(r) * supers + b;
+      __m256 d, m;
+      q4k_levels(WS + 2 * s, SUB + 16 * s, &d, &m);
+      *dl = _mm256_permutevar8x32_ps(d, q4_sigma());
+      *ml = _mm256_permutevar8x32_ps(m, q4_sigma());
+    } else {
+      *dl = block_ws(r, b);
+      *ml = _mm256_setzero_ps();
+    }
+  }
+
+  // One block of a row and token into its accumulator: + cvt(isum) x (dl x x_scale); Q4K then
+  // - ml x x_sum. Decode and the tiles both take it: the same float ops in the same order.
+  [[gnu::always_inline]] static __m256 block_step(__m256 acc, __m256i isum, __m256 dl, __m256 ml,
+                                                  const uint8_t* pb) {
+    const __m256 xs = _mm256_load_ps(reinterpret_cast<const float*>(pb + kPScale));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dl, xs), acc);
+    if constexpr (kK) {
+      acc = _mm256_fnmadd_ps(ml, _mm256_load_ps(reinterpret_cast<const float*>(pb + kPNeg)), acc);
+    }
+    return acc;
+  }
+
   // Prepares tokens [0, n) of x (token t at xq + t * x_stride, its scales at xs + t * xs_stride)
   // into P; `decode`: the whole blocks in decode_row's order.
-  void prep_tokens(const int8_t* xq, size_t x_stride, const float* xs, size_t xs_stride,
-                   uint32_t n, bool decode) const {
+  // Q4K: xm (the activations' x_scale * sum per group, same layout as xs) is kept in the
+  // block's kPNeg place, as floats.
+  void prep_tokens(const int8_t* xq, size_t x_stride, const float* xs, const float* xm,
+                   size_t xs_stride, uint32_t n, bool decode) const {
     for (uint32_t t = 0; t < n; ++t) {
       const int8_t* xt = xq + t * x_stride;
       const float* st = xs + t * xs_stride;
+      const float* mt = kK ? xm + t * xs_stride : nullptr;
       uint8_t* o = P + t * p_stride;
       for (uint32_t b = 0; b < blocks; ++b, o += kPBlockBytes) {
         __m256i g[8];
         for (int c = 0; c < 8; ++c)
           g[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + (b * kBlk + c) * kQuantGroup));
-        prep_block(g, _mm256_loadu_ps(st + b * kBlk), decode, o);
+        prep_block(g, _mm256_loadu_ps(st + b * kBlk), kK ? _mm256_loadu_ps(mt + b * kBlk) : _mm256_setzero_ps(),
+                   decode, o);
       }
       if (rem) {
         const uint32_t g0 = blocks * kBlk;
         __m256i g[8];
-        alignas(32) float s[8];
+        alignas(32) float s[8], m[8];
         for (uint32_t v = 0; v < kBlk; ++v) {
           const bool real = v_row[v] != 0xff;
           g[v] = real ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + (g0 + v_group[v]) * kQuantGroup))
                       : _mm256_setzero_si256();
           s[v] = real ? st[g0 + v_group[v]] : 0.0f;
+          m[v] = kK && real ? mt[g0 + v_group[v]] : 0.0f;
         }
-        prep_block(g, _mm256_load_ps(s), false, o);
+        prep_block(g, _mm256_load_ps(s), _mm256_load_ps(m), false, o);
       }
     }
   }
 
   // One block of activations (g[c]: group c's 32 values, xs: their scales) into o.
-  [[gnu::always_inline]] static void prep_block(const __m256i (&g)[8], __m256 xs, bool decode, uint8_t* o) {
+  [[gnu::always_inline]] static void prep_block(const __m256i (&g)[8], __m256 xs, __m256 xm, bool decode,
+                                                uint8_t* o) {
     __m256i* ox = reinterpret_cast<__m256i*>(o + kPX);
     // A[k] = values 0..15 of groups 2k, 2k+1; B[k] = values 16..31 (the packed bytes' order).
     __m256i A[4], B[4];
@@ -566,14 +607,19 @@ struct Q4Blocks {
         _mm256_store_si256(ox + 4 + k, B[k]);
       }
     }
-    const __m256i eight = _mm256_set1_epi8(8);
-    __m256i s = _mm256_setzero_si256();  // 8 x pair sums: |word| <= 8 x 8 x 2 x 127 < 2^15
-    for (int k = 0; k < 4; ++k) {
-      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(eight, A[k]));
-      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(eight, B[k]));
+    if constexpr (kK) {
+      _mm256_store_ps(reinterpret_cast<float*>(o + kPNeg), _mm256_permutevar8x32_ps(xm, q4_sigma()));
+    } else {
+      (void)xm;
+      const __m256i eight = _mm256_set1_epi8(8);
+      __m256i s = _mm256_setzero_si256();  // 8 x pair sums: |word| <= 8 x 8 x 2 x 127 < 2^15
+      for (int k = 0; k < 4; ++k) {
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(eight, A[k]));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(eight, B[k]));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o + kPNeg),
+                         _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(s, _mm256_set1_epi16(1))));
     }
-    _mm256_store_si256(reinterpret_cast<__m256i*>(o + kPNeg),
-                       _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(s, _mm256_set1_epi16(1))));
     _mm256_store_ps(reinterpret_cast<float*>(o + kPScale), _mm256_permutevar8x32_ps(xs, q4_sigma()));
   }
 
@@ -583,8 +629,9 @@ struct Q4Blocks {
     const __m256i* x = reinterpret_cast<const __m256i*>(pb + kPX);
     __m256i s = _mm256_maddubs_epi16(u[0], _mm256_load_si256(x));
     for (int m = 1; m < 8; ++m) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[m], _mm256_load_si256(x + m)));
-    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)),
-                            _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + kPNeg)));
+    const __m256i d = _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+    if constexpr (kK) return d;
+    return _mm256_add_epi32(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + kPNeg)));
   }
 
   // Decode: row r, token 0, the blocks in memory order.
@@ -602,7 +649,8 @@ struct Q4Blocks {
       // s[k]: the words of groups 2k (lower lane) and 2k+1 (upper), 4 products each
       __m256i s[4];
       for (int k = 0; k < 4; ++k) {
-        const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k)), off);
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
+        const __m256i q = kK ? raw : _mm256_xor_si256(raw, off);
         s[k] = _mm256_add_epi16(
             _mm256_maddubs_epi16(_mm256_and_si256(q, nib), _mm256_load_si256(x + k)),
             _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), nib), _mm256_load_si256(x + 4 + k)));
@@ -612,10 +660,11 @@ struct Q4Blocks {
       const __m256i e0 = _mm256_add_epi16(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
       const __m256i e1 = _mm256_add_epi16(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
       const __m256i f = _mm256_add_epi16(_mm256_unpacklo_epi64(e0, e1), _mm256_unpackhi_epi64(e0, e1));
-      const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(f, ones),
-                                            _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + kPNeg)));
-      const __m256 xs = _mm256_load_ps(reinterpret_cast<const float*>(pb + kPScale));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(block_ws(r, b), xs), acc);
+      __m256i isum = _mm256_madd_epi16(f, ones);
+      if constexpr (!kK) isum = _mm256_add_epi32(isum, _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + kPNeg)));
+      __m256 dl, ml;
+      block_levels(r, b, &dl, &ml);
+      acc = block_step(acc, isum, dl, ml, pb);
     }
     Y[r] = hsum(acc);
   }
@@ -631,12 +680,12 @@ struct Q4Blocks {
       __m256i q[4], u[8];
       for (int k = 0; k < 4; ++k) q[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
       transpose_packed(q);
-      q4_unpack(q, u);
-      const __m256 ws = block_ws(r, b);
+      q4_unpack<kK>(q, u);
+      __m256 dl, ml;
+      block_levels(r, b, &dl, &ml);
       for (int j = 0; j < T; ++j) {
         const uint8_t* pb = prep(t + j) + static_cast<size_t>(b) * kPBlockBytes;
-        const __m256 xs = _mm256_load_ps(reinterpret_cast<const float*>(pb + kPScale));
-        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_isum(u, pb)), _mm256_mul_ps(ws, xs), acc[j]);
+        acc[j] = block_step(acc[j], block_isum(u, pb), dl, ml, pb);
       }
     }
     for (int j = 0; j < T; ++j) Y[static_cast<size_t>(t + j) * y_stride + r] = hsum(acc[j]);
@@ -648,6 +697,7 @@ struct Q4Blocks {
     const uint32_t rows = r_end - r < K ? r_end - r : K;
     const uint32_t g0 = blocks * kBlk;
     alignas(16) uint16_t h[8];
+    alignas(32) float kd[8], km[8];  // Q4K: each virtual group's d * sc and d_min * m
     __m128i v16[8];
     for (uint32_t v = 0; v < kBlk; ++v) {
       const bool real = v_row[v] < rows;
@@ -655,19 +705,35 @@ struct Q4Blocks {
       const size_t g = g0 + v_group[v];
       v16[v] = real ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(W + row * w_row_bytes + g * (kQuantGroup / 2)))
                     : _mm_setzero_si128();
-      h[v] = real ? WS[row * groups + g] : 0;
+      if constexpr (kK) {
+        // As q4k_levels: float(sc) x d, float(m) x d_min.
+        const size_t s = row * supers + blocks;
+        kd[v] = real ? static_cast<float>(SUB[16 * s + v_group[v]]) * _cvtsh_ss(WS[2 * s]) : 0.0f;
+        km[v] = real ? static_cast<float>(SUB[16 * s + 8 + v_group[v]]) * _cvtsh_ss(WS[2 * s + 1]) : 0.0f;
+      } else {
+        h[v] = real ? WS[row * groups + g] : 0;
+      }
     }
     __m256i q[4], u[8];
     for (int k = 0; k < 4; ++k) q[k] = _mm256_setr_m128i(v16[2 * k], v16[2 * k + 1]);
     transpose_packed(q);
-    q4_unpack(q, u);
-    const __m256 ws = _mm256_permutevar8x32_ps(
-        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h))), q4_sigma());
+    q4_unpack<kK>(q, u);
+    __m256 ws, ms = _mm256_setzero_ps();
+    if constexpr (kK) {
+      ws = _mm256_permutevar8x32_ps(_mm256_load_ps(kd), q4_sigma());
+      ms = _mm256_permutevar8x32_ps(_mm256_load_ps(km), q4_sigma());
+    } else {
+      ws = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h))),
+                                    q4_sigma());
+    }
     const uint32_t nr = K > 1 ? rows : 1;
     for (uint32_t j = t; j < t + n; ++j) {
       const uint8_t* pb = prep(j) + static_cast<size_t>(blocks) * kPBlockBytes;
       const __m256 xs = _mm256_load_ps(reinterpret_cast<const float*>(pb + kPScale));
-      const __m256 terms = _mm256_mul_ps(_mm256_cvtepi32_ps(block_isum(u, pb)), _mm256_mul_ps(ws, xs));
+      __m256 terms = _mm256_mul_ps(_mm256_cvtepi32_ps(block_isum(u, pb)), _mm256_mul_ps(ws, xs));
+      if constexpr (kK) {
+        terms = _mm256_fnmadd_ps(ms, _mm256_load_ps(reinterpret_cast<const float*>(pb + kPNeg)), terms);
+      }
       alignas(32) float tv[8];  // in virtual group order
       _mm256_store_ps(tv, _mm256_permutevar8x32_ps(terms, q4_sigma_inv()));
       float* yr = Y + static_cast<size_t>(j) * y_stride + r;
@@ -718,6 +784,7 @@ struct Q4Blocks {
 // false when one token's prepared activations do not fit the stack buffer (rows wider than
 // ~50k columns) or there are none (no columns): then the caller takes QuantTile, for every token
 // count alike.
+template <bool kK>
 bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                uint32_t r1) {
   const uint32_t groups = w.row_stride / kQuantGroup;
@@ -726,10 +793,13 @@ bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
   if (per_token == 0 || per_token > kBlkPrepBytes) return false;
   alignas(32) uint8_t prep[kBlkPrepBytes];
   const uint32_t chunk = static_cast<uint32_t>(kBlkPrepBytes / per_token);
-  Q4Blocks k;
+  if (kK && !x.sums) return false;  // no min-term sums: never for a run holding a Q4K matrix
+  Q4Blocks<kK> k;
   k.W = static_cast<const uint8_t*>(w.data);
   k.w_row_bytes = w.row_stride / 2;
   k.WS = w.scales;
+  k.SUB = kK ? w.subs : nullptr;
+  k.supers = blocks + (rem ? 1 : 0);
   k.groups = groups;
   k.blocks = blocks;
   k.rem = rem;
@@ -747,7 +817,8 @@ bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
     // A last chunk of one token takes the decode walk: the same floats as a tile's.
     const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
     k.prep_tokens(x.qs + static_cast<size_t>(t0) * x.stride, x.stride,
-                  x.scales + static_cast<size_t>(t0) * xs_stride, xs_stride, nt, nt == 1);
+                  x.scales + static_cast<size_t>(t0) * xs_stride,
+                  kK ? x.sums + static_cast<size_t>(t0) * xs_stride : nullptr, xs_stride, nt, nt == 1);
     k.Y = y + static_cast<size_t>(t0) * w.rows;
     if (nt == 1) {
       for (uint32_t r = r0; r < r1; r += k.K) {
@@ -775,7 +846,7 @@ RINGLM_QUANT_MATMUL(matmul_q8_avx2, 4, 2, 4, QuantTile<false>)
 void matmul_q4_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                     uint32_t r1) {
   n &= ~kMatmulExactRows;
-  if (q4_blocks(w, x, n, y, r0, r1)) return;
+  if (q4_blocks<false>(w, x, n, y, r0, r1)) return;
   drive<4, 2, 4>(quant_mat<QuantTile<true>>(w, x, y), n, r0, r1);
 }
 // Q4's tiles (QuantTile<true>, which Q4 itself now takes only for very wide rows), the fifth
@@ -785,12 +856,15 @@ RINGLM_QUANT_MATMUL(matmul_q5_avx2, 4, 2, 4, QuantTile<true, true>)
 RINGLM_QUANT_MATMUL(matmul_q4_1_avx2, 4, 2, 4, QuantTile<true, false, true>)
 RINGLM_QUANT_MATMUL(matmul_q5_1_avx2, 4, 2, 4, QuantTile<true, true, true>)
 
+// Q4K: block sums as Q4 (Q4Blocks<true>), every token count; Q4kTile (below) when they cannot
+// run (rows too wide for the stack buffer, or no activation sums). Q5K: Q4kTile.
 // Decode 4 rows x 1 token as QuantTile; prefill 4 rows x 2 tokens: each row tile reads every
 // token's activations (from L2 at 128 tokens), so 4-row tiles read them half as often as 2 x 4 (SmolLM2
 // shape, one thread, microbenchmark of the layer matmuls at 128 tokens: ~13 % faster than 2 x 4;
 // 4 x 3, 3 x 4 and 4 x 4 were slower).
 void matmul_q4k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1) {
+  if (q4_blocks<true>(w, x, n & ~kMatmulExactRows, y, r0, r1)) return;
   drive<4, 4, 2>(q4k_mat<Q4kTile<false>>(w, x, y), n, r0, r1);
 }
 
