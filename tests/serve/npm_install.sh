@@ -16,5 +16,15 @@ if [ -d "$dir/node_modules" ] && cmp -s "$src/package-lock.json" "$dir/package-l
 fi
 cp "$src/package.json" "$src/package-lock.json" "$dir/"
 # --ignore-scripts: nothing runs at install (puppeteer-core downloads no browser anyway).
-cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
-echo "npm packages installed in $dir"
+# Three tries: a registry hiccup on a CI machine should not fail the suite (npm's own retries
+# cover single requests, not a dropped connection mid-install).
+cd "$dir"
+for try in 1 2 3; do
+  if npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; then
+    echo "npm packages installed in $dir"
+    exit 0
+  fi
+  echo "npm ci failed (try $try of 3)" >&2
+  [ "$try" -lt 3 ] && sleep $((try * 10))
+done
+exit 1
