@@ -1160,6 +1160,7 @@ struct Q4kQuad : Q4kMat {
         // Named copies: a lambda may not capture structured bindings before C++20 (clang refuses).
         const uint8_t* const w_rows = Wr;
         const uint8_t* const h_rows = Hr;
+        const int8_t* const x_rows = Xt;
         auto unpack = [&](int i, __m512i* lo, __m512i* hi) {
           const uint8_t* p = w_rows + i * w_row_bytes + g * 16;
           prefetch(p + kPrefetchBytes);
@@ -1172,15 +1173,20 @@ struct Q4kQuad : Q4kMat {
             *hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
           }
         };
-        if constexpr (T == 1) {
-          // Decode: the token's quad first, then each row unpacked and used at once (the 8-row
-          // tile holding every row's unpacked groups spilled its accumulators to the stack).
-          const int8_t* xp = Xt + g * kQuantGroup;
+        // Token j's four groups as the unpacked weights' order: values 0..15 / 16..31.
+        auto token_quad = [&](int j, __m512i* xlo, __m512i* xhi) {
+          const int8_t* xp = x_rows + j * x_stride + g * kQuantGroup;
           const __m512i a = ng >= 2 ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(xmask_a, xp);
           const __m512i b = ng == 4 ? _mm512_loadu_si512(xp + 64)
                                     : _mm512_maskz_loadu_epi8(xmask_b, xp + 64);
-          const __m512i xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
-          const __m512i xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
+          *xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
+          *xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
+        };
+        if constexpr (T == 1) {
+          // Decode: the token's quad first, then each row unpacked and used at once (the 8-row
+          // tile holding every row's unpacked groups spilled its accumulators to the stack).
+          __m512i xlo, xhi;
+          token_quad(0, &xlo, &xhi);
           for (int i = 0; i < R; ++i) {
             __m512i lo, hi;
             unpack(i, &lo, &hi);
@@ -1193,12 +1199,8 @@ struct Q4kQuad : Q4kMat {
         __m512i qlo[R], qhi[R];  // values 0..15 / 16..31 of the four groups
         for (int i = 0; i < R; ++i) unpack(i, &qlo[i], &qhi[i]);
         for (int j = 0; j < T; ++j) {
-          const int8_t* xp = Xt + j * x_stride + g * kQuantGroup;
-          const __m512i a = ng >= 2 ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(xmask_a, xp);
-          const __m512i b = ng == 4 ? _mm512_loadu_si512(xp + 64)
-                                    : _mm512_maskz_loadu_epi8(xmask_b, xp + 64);
-          const __m512i xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
-          const __m512i xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
+          __m512i xlo, xhi;
+          token_quad(j, &xlo, &xhi);
           for (int i = 0; i < R; ++i) {
             const __m512i d = _mm512_dpbusd_epi32(
                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), qlo[i], xlo), qhi[i], xhi);
