@@ -182,7 +182,13 @@ struct QuantTile : QuantMat {
   // As FloatMat (Q5, Q4_1, Q5_1: the fifth bits and the offset only change the integers, exact
   // either way; the min term is one fma per block in block order whatever the tile).
   static constexpr bool kShapeInvariant = true;
+  static constexpr bool kRowStep = true;  // decode_walk's strided tiles (tile.inc)
   static constexpr size_t kGroupBytes = Q4 ? kQuantGroup / 2 : kQuantGroup;
+  QuantTile strided(uint32_t r, uint32_t step) const {
+    QuantTile k;
+    static_cast<QuantMat&>(k) = strided_view(r, step);
+    return k;
+  }
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -208,7 +214,7 @@ struct QuantTile : QuantMat {
           prefetch_fifth_bits(reinterpret_cast<const uint8_t*>(WSr + i * ws_row), gb / 8);
         }
       } else {
-        block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+        block_scales<R, T>(WSr, ws_row, XSt, xs_stride, gb, nb, sc);
       }
       if constexpr (kFive) {
         // A block's 8 groups of fifth bits are a Q5K super-block's: its prefetch, out of the
@@ -254,7 +260,7 @@ struct QuantTile : QuantMat {
         }
       }
     }
-    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride);
+    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride, y_step);
   }
 };
 
