@@ -75,6 +75,12 @@ inline __m256 load_w_tail(const void* base, size_t idx, uint32_t rem) {
 template <bool F16>
 struct FloatMat : FloatOperands {
   static constexpr bool kShapeInvariant = true;  // per-element fma order; store_tile: hsum order
+  static constexpr bool kRowStep = true;         // decode_walk's strided tiles (tile.inc)
+  FloatMat strided(uint32_t r, uint32_t step) const {
+    FloatMat k;
+    static_cast<FloatOperands&>(k) = strided_view(r, step, F16 ? 2 : 4);
+    return k;
+  }
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
     __m256 acc[R][T];
@@ -115,7 +121,7 @@ struct FloatMat : FloatOperands {
         for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
       }
     }
-    store_tile<R, T>(acc, Y + static_cast<size_t>(t) * y_stride + r, y_stride);
+    store_tile<R, T>(acc, Y + static_cast<size_t>(t) * y_stride + r, y_stride, y_step);
   }
 };
 
@@ -182,7 +188,9 @@ struct QuantTile : QuantMat {
   // As FloatMat (Q5, Q4_1, Q5_1: the fifth bits and the offset only change the integers, exact
   // either way; the min term is one fma per block in block order whatever the tile).
   static constexpr bool kShapeInvariant = true;
-  static constexpr bool kRowStep = true;  // decode_walk's strided tiles (tile.inc)
+  // decode_walk's strided tiles (tile.inc) for Q8 only: Q5 / Q4_1 / Q5_1 (more planes a row,
+  // more ops a group) measured 2-4 % slower with them (SmolLM2 q5 decode, one thread, Zen 5).
+  static constexpr bool kRowStep = !Q4;
   static constexpr size_t kGroupBytes = Q4 ? kQuantGroup / 2 : kQuantGroup;
   QuantTile strided(uint32_t r, uint32_t step) const {
     QuantTile k;
@@ -288,6 +296,8 @@ struct Q4kTile : Q4kMat {
   // accumulator whatever the tile, then store_tile's hsum order (the fifth bits only change the
   // integers, exact either way).
   static constexpr bool kShapeInvariant = true;
+  // No strided decode tiles (tile.inc): Q5K decode measured 11 % slower with them (two planes a
+  // row, compute-bound on AVX2: SmolLM2 q5k, one thread, Zen 5).
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -372,6 +382,12 @@ struct Q6kTile : Q6kMat {
   // Every element: the same group fmas in the same order in one accumulator whatever the tile,
   // then store_tile's hsum order.
   static constexpr bool kShapeInvariant = true;
+  static constexpr bool kRowStep = true;  // decode_walk's strided tiles (tile.inc)
+  Q6kTile strided(uint32_t r, uint32_t step) const {
+    Q6kTile k;
+    static_cast<Q6kMat&>(k) = strided_view(r, step);
+    return k;
+  }
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -422,7 +438,7 @@ struct Q6kTile : Q6kMat {
         }
       }
     }
-    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride);
+    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride, y_step);
   }
 };
 
