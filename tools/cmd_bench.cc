@@ -113,8 +113,10 @@ const char kUsage[] =
     "                          last-level cache; 0 = skip the bandwidth measurement)\n"
     "      --vs-roofline       measure the bandwidth first (in a child process) and add a column:\n"
     "                          each decode row's bytes per token (weights, + KV at --depth) x t/s\n"
-    "                          as a share of the 1-thread read bandwidth of its thread count\n"
-    "                          (speculative rows can pass 100 %: several tokens per weight read)\n"
+    "                          as a share of the read bandwidth of its thread count (the faster\n"
+    "                          of one and of four sequential streams a thread, as decode reads\n"
+    "                          a matrix; speculative rows can pass 100 %: several tokens per\n"
+    "                          weight read)\n"
     "  -o, --output md|json    md (default): the markdown table and notes on stdout; json: one\n"
     "                          JSON document on stdout for scripts (environment, config, rows,\n"
     "                          bandwidth, decode bytes per token), the table and notes on stderr\n"
@@ -1578,8 +1580,9 @@ int cmd_bench(int argc, char** argv) {
   if (!bw.empty()) {
     printf("memory bandwidth (%u MiB buffers, best of 5):", bw_mib);
     for (size_t i = 0; i < bw.size(); ++i) {
-      printf("%s %u thread%s read %.2f GB/s, triad %.2f GB/s", i ? ";" : "", bw[i].threads,
-             bw[i].threads == 1 ? "" : "s", bw[i].read_gbs, bw[i].triad_gbs);
+      printf("%s %u thread%s read %.2f GB/s (1 / 4 streams a thread %.2f / %.2f), triad %.2f GB/s",
+             i ? ";" : "", bw[i].threads, bw[i].threads == 1 ? "" : "s", bw[i].read_gbs,
+             bw[i].read1_gbs, bw[i].read4_gbs, bw[i].triad_gbs);
     }
     printf("\n");
   }
@@ -1630,7 +1633,11 @@ int cmd_bench(int argc, char** argv) {
     j["rows"] = rows;
     nlohmann::json bws = nlohmann::json::array();
     for (const BandwidthResult& b : bw)
-      bws.push_back({{"threads", b.threads}, {"read_gbs", b.read_gbs}, {"triad_gbs", b.triad_gbs}});
+      bws.push_back({{"threads", b.threads},
+                     {"read_gbs", b.read_gbs},
+                     {"read1_gbs", b.read1_gbs},
+                     {"read4_gbs", b.read4_gbs},
+                     {"triad_gbs", b.triad_gbs}});
     j["bandwidth"] = bws;
     j["peak_rss_bytes"] = peak_rss;
     j["open_ms"] = open_s * 1e3;
