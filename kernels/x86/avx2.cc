@@ -5,8 +5,9 @@
 // R*T accumulators in registers, so each loaded weight block serves T tokens and each activation
 // block R rows. Decode (n = 1) uses 4 rows x 1 token: one pass over the weights, the activation
 // group shared by four rows; for Q8, f16 / f32 and Q6K the four rows are a quarter of the range
-// apart (decode_walk's strided tiles, tile.inc: four long streams instead of four short ones). Prefill uses 2 rows x 4 tokens (Q8, Q5, Q4_1, Q5_1) / 4 x 2
-// (float, Q5K; Q4K and Q4 take block sums) / 4 x 3 (Q6K).
+// apart (decode_walk's strided tiles, tile.inc: four long streams instead of four short ones).
+// Prefill uses 2 rows x 4 tokens (Q8, Q5, Q4_1, Q5_1) / 4 x 2 (float, Q5K; Q4K and Q4 take block
+// sums) / 4 x 3 (Q6K).
 //
 // Q8: per 32-group, vpsignb makes |w| (unsigned) and x*sign(w), vpmaddubsw + vpmaddwd give eight
 // exact int32 partial sums (|w| <= 128, |x| <= 127: pair sums stay below 2^15), converted to float
