@@ -56,9 +56,11 @@ export function storiesModel() {
                  join(testDir, 'stories260K-f32.rlm'));
 }
 
+// The slow chat model of serve_util.py's chat_model(): 2 layers of SmolLM2-135M's shape, f32, so
+// that a long reply takes seconds.
 export function chatModel() {
-  return convert(['--synthetic', 'smollm2-135m', '--layers', '2', '--chat', 'chatml', '--quant', 'q8'],
-                 join(testDir, 'synthetic-chatml-2l.rlm'));
+  return convert(['--synthetic', 'smollm2-135m', '--layers', '2', '--chat', 'chatml', '--quant', 'f32'],
+                 join(testDir, 'synthetic-chatml-2l-f32.rlm'));
 }
 
 // Starts `ringlm serve -m model --port 0 ...args`; resolves to {base, port, stop(), log()} once

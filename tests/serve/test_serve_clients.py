@@ -225,7 +225,7 @@ def test_api_key():
         assert srv.request("GET", "/")[0] == 200 and srv.request("GET", "/health")[0] == 200
 
 
-def _long_stream(srv, max_tokens=1500):
+def _long_stream(srv, max_tokens=6000):
     """Starts a long streamed completion on a raw socket; returns the socket once the first
     content chunk has arrived (the request then holds its slot)."""
     body = json.dumps({"prompt": "Hello", "max_tokens": max_tokens, "stream": True, **GREEDY}).encode()
@@ -242,7 +242,7 @@ def _long_stream(srv, max_tokens=1500):
 
 def test_queue_full_gets_503_and_disconnect_cancels(chat_model):
     # One slot, one waiting place: A generates, B waits, C is refused.
-    with Server(chat_model, "--slots", "1", "--queue", "1", "--ctx", "2048") as srv:
+    with Server(chat_model, "--slots", "1", "--queue", "1", "--ctx", "8192") as srv:
         a = _long_stream(srv)
         assert srv.metrics()["ringlm_slots_busy"] == 1
         result = {}
@@ -264,13 +264,13 @@ def test_queue_full_gets_503_and_disconnect_cancels(chat_model):
         m = srv.metrics()
         assert m["ringlm_requests_cancelled_total"] == 1  # once, however httplib ends the stream
         assert m["ringlm_requests_rejected_total"] == 1
-        # A stopped well before its 1500 tokens (B's 3 are in the count too).
-        assert m["ringlm_completion_tokens_total"] < 1500
+        # A stopped well before its 6000 tokens (B's 3 are in the count too).
+        assert m["ringlm_completion_tokens_total"] < 6000
         assert wait_until(lambda: srv.metrics()["ringlm_slots_busy"] == 0)
 
 
 def test_disconnect_while_waiting_leaves_the_queue(chat_model):
-    with Server(chat_model, "--slots", "1", "--queue", "4", "--ctx", "2048") as srv:
+    with Server(chat_model, "--slots", "1", "--queue", "4", "--ctx", "8192") as srv:
         a = _long_stream(srv)
         body = json.dumps({"prompt": "Hi", "max_tokens": 3}).encode()
         w = srv.connect()
