@@ -11,8 +11,9 @@
 //   Q4: u = v + 8 (nibble xor 8),  sum(u x) -   8 sum(x) = sum(v x)
 //   Q5: u = q (nibble | 16 * fifth bit, unsigned already), sum(q x) - 16 sum(x) = sum((q - 16) x)
 // Q4 / Q5 (and Q8 rows too wide for BlockQ8's stack buffer, VnniQ8): the int32 lanes are
-// converted and scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale); decode 8 rows x 1 token (Q8:
-// 4 rows), prefill 4 rows x 4 tokens.
+// converted and scaled by [s_g x8 | s_g+1 x8] (w_scale * x_scale); decode 8 adjacent rows x 1
+// token (Q8: 4 rows; Q4 and Q4K rows of whole cache lines: 4 strided rows, q4k_strided_decode),
+// prefill 4 rows x 4 tokens.
 // Q8: BlockQ8 (below) finishes each group's integer sum in its own lane before converting, for
 // every token count: decode by a reduction tree, 2+ tokens (verification passes, beam steps,
 // prefill) by weights transposed once per row block for up to 10 tokens.
@@ -52,7 +53,12 @@ inline __m256 hi256(__m512 v) {
 [[gnu::always_inline]] inline float hsum512(__m512 v) { return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi256(v))); }
 
 template <int R, int T>
-inline void store_tile512(const __m512 (&acc)[R][T], float* Y, size_t y_stride) {
+inline void store_tile512(const __m512 (&acc)[R][T], float* Y, size_t y_stride, size_t y_step = 1) {
+  if (y_step != 1) {  // a strided decode view's rows (one token): the same sums, lane by lane
+    for (int j = 0; j < T; ++j)
+      for (int i = 0; i < R; ++i) Y[j * y_stride + i * y_step] = hsum512(acc[i][j]);
+    return;
+  }
   for (int j = 0; j < T; ++j) {
     if constexpr (R == 4) {
       const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[0][j]),
@@ -189,12 +195,20 @@ inline void merge_fifth_bits(__m512i b, const uint8_t* h, uint32_t ng, __m512i* 
 // (block_scales_dm). Decode per group and row: Q4_1 2 as Q4 (vpand, vpsrlw, vpand for Q4's two
 // vpternlogd and vpsrlw), Q5_1 2.75 as Q5; and per block and row 8 for the pairs and the min term
 // where block_scales takes 2: one more op a group than Q4 / Q5 (the pairs are twice the bytes).
-template <bool kFive, bool kMin = false>
+// kStrided: decode_walk's strided tiles (four long streams; q4k_strided_decode), else adjacent
+// rows.
+template <bool kFive, bool kMin = false, bool kStrided = false>
 struct Q4Quad : QuantMat {
   static constexpr bool kQ4 = true;
   // Per-element fma order; store_tile512 (the fifth bits and the offset only change the
   // integers, exact either way; Q4_1 / Q5_1's min term is one fma per block in block order).
   static constexpr bool kShapeInvariant = true;
+  static constexpr bool kRowStep = kStrided;
+  Q4Quad strided(uint32_t r, uint32_t step) const {
+    Q4Quad k;
+    static_cast<QuantMat&>(k) = strided_view(r, step);
+    return k;
+  }
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -220,7 +234,7 @@ struct Q4Quad : QuantMat {
           prefetch_fifth_bits(reinterpret_cast<const uint8_t*>(WSr + i * ws_row), gb / 8);
         }
       } else {
-        block_scales<R, T>(WSr, groups, XSt, xs_stride, gb, nb, sc);
+        block_scales<R, T>(WSr, ws_row, XSt, xs_stride, gb, nb, sc);  // ws_row: groups, or a strided view's
       }
       if constexpr (kFive) {
         // A block's 8 groups of fifth bits are a Q5K super-block's: its prefetch, out of the
@@ -274,7 +288,7 @@ struct Q4Quad : QuantMat {
         }
       }
     }
-    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride, y_step);
   }
 };
 
@@ -1084,11 +1098,24 @@ void matmul_q8_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float
 
 // Q4 / Q5 / Q4_1 / Q5_1: prefill on block sums (BlockQ4); decode, exact rows and rows wider than
 // its stack buffer on Q4Quad's tiles.
+// Whether a Q4K decode takes 4-row strided tiles (four sequential streams) over 8 adjacent rows.
+// Measured on Zen 5, one thread, decode of 256 MiB of matrices (microbenchmark, G weights/s,
+// adjacent -> strided): the strided walk wins wherever a row's nibbles are whole 64-byte lines
+// (640 columns 37 -> 42, 768 35-41 -> 44, 896 35 -> 42, 1024 33 -> 45, 1152 34 -> 45, 1536
+// 32 -> 45, 2048 35 -> 44-50, 4864 28 -> 43, 8192 32 -> 42-47) and at 1088; the adjacent tile
+// wins for rows of a half line more below that (576 columns 44-46 -> 25-39, 704 57 -> 32-45,
+// 960 50-53 -> 44-46): eight such rows are whole lines, read together.
+inline bool q4k_strided_decode(uint32_t cols) { return cols % 128 != 64 || cols > 1024; }
+
 #define RINGLM_Q4_BLOCKS(name, kFive, kMin)                                                         \
   void name(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,        \
             uint32_t r1) {                                                                      \
     if (n >= 2 && !(n & kMatmulExactRows) && q4_blocks<kFive, kMin>(w, x, n, y, r0, r1)) return; \
-    quant_matmul<8, 4, 4, Q4Quad<kFive, kMin>>(w, x, n, y, r0, r1);                             \
+    if (!kFive && !kMin && q4k_strided_decode(w.row_stride)) {                                  \
+      quant_matmul<4, 4, 4, Q4Quad<kFive, kMin, true>>(w, x, n, y, r0, r1);                     \
+    } else {                                                                                    \
+      quant_matmul<8, 4, 4, Q4Quad<kFive, kMin>>(w, x, n, y, r0, r1);                           \
+    }                                                                                           \
   }
 RINGLM_Q4_BLOCKS(matmul_q4_avx512, false, false)
 RINGLM_Q4_BLOCKS(matmul_q5_avx512, true, false)
@@ -1110,12 +1137,20 @@ namespace {
 // vfmadd): in decode 2.75 ops a group and row against 2.
 
 // kFive: Q5K (the fifth-bit plane merged into every group's nibbles); else Q4K (Hr null, unread).
-template <bool kFive>
+// kStrided: decode_walk's strided tiles (rows q, q + Q, q + 2Q, q + 3Q: four long streams, see
+// q4k_strided_decode); else adjacent rows.
+template <bool kFive, bool kStrided = false>
 struct Q4kQuad : Q4kMat {
   // Every element: the same fnmadds and fmas in the same order in one accumulator whatever the
   // tile, then store_tile512's reduction (the fifth bits only change the integers, exact either
   // way).
   static constexpr bool kShapeInvariant = true;
+  static constexpr bool kRowStep = kStrided;
+  Q4kQuad strided(uint32_t r, uint32_t step) const {
+    Q4kQuad k;
+    static_cast<Q4kMat&>(k) = strided_view(r, step);
+    return k;
+  }
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
@@ -1211,16 +1246,22 @@ struct Q4kQuad : Q4kMat {
         }
       }
     }
-    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride, y_step);
   }
 };
 
 }  // namespace
 
-// Decode 8 rows x 1 token, prefill 4 x 4, as Q4Quad.
+
+// Decode 8 adjacent rows or 4 strided rows x 1 token (q4k_strided_decode), prefill 4 x 4, as
+// Q4Quad. Every row's arithmetic is the same in either tile (kShapeInvariant).
 void matmul_q4k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
-  drive<8, 4, 4>(q4k_mat<Q4kQuad<false>>(w, x, y), n, r0, r1);
+  if (q4k_strided_decode(w.row_stride)) {
+    drive<4, 4, 4>(q4k_mat<Q4kQuad<false, true>>(w, x, y), n, r0, r1);
+  } else {
+    drive<8, 4, 4>(q4k_mat<Q4kQuad<false>>(w, x, y), n, r0, r1);
+  }
 }
 
 // As Q4K (the same tile, the fifth bits merged in).
