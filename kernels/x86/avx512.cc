@@ -1312,7 +1312,11 @@ void matmul_q4k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, floa
 // As Q4K (the same tile, the fifth bits merged in).
 void matmul_q5k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
-  drive<8, 4, 4>(q4k_mat<Q4kQuad<true>>(w, x, y), n, r0, r1);
+  if (q4k_strided_decode(w.row_stride)) {
+    drive<4, 4, 4>(q4k_mat<Q4kQuad<true, true>>(w, x, y), n, r0, r1);
+  } else {
+    drive<8, 4, 4>(q4k_mat<Q4kQuad<true>>(w, x, y), n, r0, r1);
+  }
 }
 
 namespace {
