@@ -1,6 +1,7 @@
 // Internal to kernels/: the entry points of the per-ISA files, named <op>_<isa>, which
 // select.cc assembles into tables. A derived ISA (avx512 on avx2, dotprod and i8mm on neon)
-// defines only the quantized matmuls and borrows every other entry of its base.
+// defines only the quantized matmuls (avx512: and the softmax and f32 / f16 attention) and borrows every other entry of
+// its base.
 //
 // Each x86/*.cc and arm/*.cc is compiled with its own ISA flags (kernels/CMakeLists.txt) and must
 // not be entered unless the CPU has them: kernels_select() is the only way in. So those files
@@ -91,6 +92,18 @@ void f32_to_f16_ref(const float* x, uint16_t* out, uint32_t n);
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_DECLARE_KERNELS(avx2)              // x86/avx2.cc: AVX2 + FMA + F16C
 RINGLM_DECLARE_QUANT_MATMULS(avx512)      // x86/avx512.cc: AVX-512 F/BW/VL + VNNI
+// x86/avx512.cc: the softmax and the f32 / f16 attention (the table's attn ISA, select.cc)
+void softmax_avx512(float* x, uint32_t size);
+void attn_dot_avx512(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,
+                     uint32_t head_dim, bool k_f16, float scale, float* out);
+void attn_accum_avx512(const float* w, const void* v_rows, uint32_t row_stride_elems,
+                       uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out);
+void attn_dot_n_avx512(const float* q, uint32_t n_q, const void* k_rows,
+                       uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim, bool k_f16,
+                       float scale, float* out, uint32_t out_stride);
+void attn_accum_n_avx512(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,
+                         uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,
+                         bool v_f16, float* out);
 #elif defined(RINGLM_KERNELS_A64)
 RINGLM_DECLARE_KERNELS(neon)              // arm/neon.cc: ARMv8.0 AdvSIMD
 RINGLM_DECLARE_QUANT_MATMULS(dotprod)     // arm/dotprod.cc: + sdot (ARMv8.2 DotProd)

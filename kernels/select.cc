@@ -11,27 +11,28 @@ namespace {
 
 // Table `name`: the quantized matmuls of ISA `quant` (Q4K's of ISA `q4k`, Q6K's of ISA `q6k`,
 // Q5K's of ISA `q5k`, Q5's of ISA `q5`, Q4_1's of ISA `q4_1` and Q5_1's of ISA `q5_1`: a derived
-// ISA may use its base's), everything else of ISA `base` (isa.h).
-#define RINGLM_KERNEL_TABLE(name, base, quant, q4k, q6k, q5k, q5, q4_1, q5_1)                     \
+// ISA may use its base's), the softmax and the f32 / f16 attention of ISA `attn`, everything else
+// of ISA `base` (isa.h).
+#define RINGLM_KERNEL_TABLE(name, base, quant, q4k, q6k, q5k, q5, q4_1, q5_1, attn)               \
   const KernelTable k_##name = {#name,               matmul_f32_##base, matmul_f16_##base,       \
                                 matmul_q8_##quant,   matmul_q4_##quant, matmul_q4k_##q4k,        \
                                 matmul_q6k_##q6k,    matmul_q5k_##q5k,  matmul_q5_##q5,          \
                                 matmul_q4_1_##q4_1,  matmul_q5_1_##q5_1,                         \
                                 quantize_acts_##base,                                            \
-                                rmsnorm_##base,      softmax_##base,    swiglu_##base,           \
-                                attn_dot_##base,     attn_accum_##base, attn_dot_q8_##base,      \
-                                attn_accum_q8_##base, attn_dot_n_##base, attn_accum_n_##base,   \
+                                rmsnorm_##base,      softmax_##attn,    swiglu_##base,           \
+                                attn_dot_##attn,     attn_accum_##attn, attn_dot_q8_##base,      \
+                                attn_accum_q8_##base, attn_dot_n_##attn, attn_accum_n_##attn,   \
                                 f32_to_f16_##base};
 
 #if defined(RINGLM_KERNELS_X86)
-RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, avx512, avx512, avx512, avx512)
-RINGLM_KERNEL_TABLE(avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2)
+RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, avx512, avx512, avx512, avx512, avx512)
+RINGLM_KERNEL_TABLE(avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2, avx2)
 #elif defined(RINGLM_KERNELS_A64)
-RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, i8mm, i8mm, i8mm, i8mm, i8mm, i8mm)
-RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, dotprod, dotprod, dotprod, dotprod, dotprod, dotprod)
-RINGLM_KERNEL_TABLE(neon, neon, neon, neon, neon, neon, neon, neon, neon)
+RINGLM_KERNEL_TABLE(i8mm, neon, i8mm, i8mm, i8mm, i8mm, i8mm, i8mm, i8mm, neon)
+RINGLM_KERNEL_TABLE(dotprod, neon, dotprod, dotprod, dotprod, dotprod, dotprod, dotprod, dotprod, neon)
+RINGLM_KERNEL_TABLE(neon, neon, neon, neon, neon, neon, neon, neon, neon, neon)
 #elif defined(RINGLM_KERNELS_ARMV7)
-RINGLM_KERNEL_TABLE(armv7, armv7, armv7, armv7, armv7, armv7, armv7, armv7, armv7)
+RINGLM_KERNEL_TABLE(armv7, armv7, armv7, armv7, armv7, armv7, armv7, armv7, armv7, armv7)
 #endif
 #undef RINGLM_KERNEL_TABLE
 

@@ -1438,6 +1438,283 @@ struct Q6kQuad : Q6kMat {
 
 }  // namespace
 
+// ---- softmax -----------------------------------------------------------------------------------
+// As softmax_avx2 (max, then exp(x - max) stored and summed, then each divided by the sum) with 16
+// lanes, and exp's 2^n applied by vscalefps: one instruction with a single rounding (denormal
+// results included) where the AVX2 exp splits 2^n into two factors and an overflow blend. The
+// polynomial and the range reduction are exp_ps's, so values agree with it to an ulp or two
+// (test_kernels_isa: 1e-5 relative). Attention calls it on every head's scores each decode step
+// (about a tenth of attention's time at depth 2,048 on the SmolLM2 shape).
+
+namespace {
+
+// exp(x) as exp_ps: x > 88.7228 gives inf, x < -103.97 gives 0, NaN stays NaN.
+inline __m512 exp512(__m512 x) {
+  const __mmask16 unf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-103.97208404541015625f), _CMP_LT_OQ);
+  x = _mm512_max_ps(_mm512_set1_ps(-103.9f), x);  // NaN: max and min return their second operand
+  x = _mm512_min_ps(_mm512_set1_ps(88.8f), x);
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~unf), y, fx);  // y * 2^fx, overflow: inf
+}
+
+inline __mmask16 first_lanes16(uint32_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+}  // namespace
+
+void softmax_avx512(float* x, uint32_t size) {
+  __m512 mv = _mm512_set1_ps(x[0]);
+  for (uint32_t i = 0; i < size; i += 16) {
+    const __mmask16 m = first_lanes16(size - i);
+    mv = _mm512_mask_max_ps(mv, m, mv, _mm512_maskz_loadu_ps(m, x + i));
+  }
+  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+  __m512 sv = _mm512_setzero_ps();
+  for (uint32_t i = 0; i < size; i += 16) {
+    const __mmask16 m = first_lanes16(size - i);
+    const __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mx)));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    sv = _mm512_add_ps(sv, e);
+  }
+  const __m512 sum = _mm512_set1_ps(_mm512_reduce_add_ps(sv));
+  for (uint32_t i = 0; i < size; i += 16) {
+    const __mmask16 m = first_lanes16(size - i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), sum));
+  }
+}
+
+// ---- f32 / f16 attention (kernels.h: attn_dot, attn_accum and their n-query forms) -------------
+// As AVX2's (avx2.cc) with 16 lanes and twice the registers. A score is one fma chain of 16 lanes
+// per (query, row) over the head's columns, folded to 8 lanes (low + high half) and summed in
+// hsum4's order, 4 rows a tile, each row loaded once for up to 3 queries. A value output is one
+// fma chain per column in row order; the 3 queries' 64 columns (12 accumulators) stay in
+// registers for the whole walk, so each value row is converted once for all of them (AVX2's 16
+// registers take 16 columns at a time). The n-query entries give each query what the one-query
+// entry gives it, bit for bit. The runtime's attend walks the cache in blocks and prefetches the
+// next one, so the grouped kernels request nothing; the one-query value walk (beam steps) fetches
+// kAttnAheadRows ahead as AVX2's does.
+
+namespace {
+
+// 16 values (lanes past the mask zero) of f16 / f32 rows from element e.
+template <bool F16>
+inline __m512 load_w16(const void* base, size_t e, __mmask16 m = 0xffff) {
+  if (F16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(base) + e));
+  }
+  return _mm512_maskz_loadu_ps(m, static_cast<const float*>(base) + e);
+}
+
+// The 8-lane sum a score's 16 lanes fold to (then summed in hsum4's order, or hsum's: the same).
+inline __m256 fold8(__m512 v) { return _mm256_add_ps(_mm512_castps512_ps256(v), hi256(v)); }
+
+// Scores of NQ queries (q + t * q_stride) over n_rows rows (stride elements apart), times scale,
+// to out + t * out_stride.
+template <bool F16, int NQ>
+void scores16(const float* q, size_t q_stride, const void* k_rows, size_t stride,
+              uint32_t n_rows, uint32_t hd, float scale, float* out, size_t out_stride) {
+  const uint32_t full = hd & ~15u;
+  const __mmask16 tmask = first_lanes16(hd & 15u);  // 0: no tail
+  const __m128 s4 = _mm_set1_ps(scale);
+  uint32_t j = 0;
+  for (; j + 4 <= n_rows; j += 4) {
+    const size_t base = static_cast<size_t>(j) * stride;
+    __m512 acc[NQ][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NQ; ++t)
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_setzero_ps();
+    for (uint32_t c = 0; c < full; c += 16) {
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        const __m512 kv = load_w16<F16>(k_rows, base + r * stride + c);
+#pragma GCC unroll 4
+        for (int t = 0; t < NQ; ++t) {
+          acc[t][r] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q + t * q_stride + c), acc[t][r]);
+        }
+      }
+    }
+    if (tmask) {
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        const __m512 kv = load_w16<F16>(k_rows, base + r * stride + full, tmask);
+#pragma GCC unroll 4
+        for (int t = 0; t < NQ; ++t) {
+          acc[t][r] = _mm512_fmadd_ps(kv, _mm512_maskz_loadu_ps(tmask, q + t * q_stride + full),
+                                      acc[t][r]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NQ; ++t) {
+      const __m128 sums = hsum4(fold8(acc[t][0]), fold8(acc[t][1]), fold8(acc[t][2]),
+                                fold8(acc[t][3]));
+      _mm_storeu_ps(out + t * out_stride + j, _mm_mul_ps(sums, s4));
+    }
+  }
+  for (; j < n_rows; ++j) {
+    const size_t base = static_cast<size_t>(j) * stride;
+    for (int t = 0; t < NQ; ++t) {
+      const float* qt = q + t * q_stride;
+      __m512 acc = _mm512_setzero_ps();
+      for (uint32_t c = 0; c < full; c += 16) {
+        acc = _mm512_fmadd_ps(load_w16<F16>(k_rows, base + c), _mm512_loadu_ps(qt + c), acc);
+      }
+      if (tmask) {
+        acc = _mm512_fmadd_ps(load_w16<F16>(k_rows, base + full, tmask),
+                              _mm512_maskz_loadu_ps(tmask, qt + full), acc);
+      }
+      out[t * out_stride + j] = hsum(fold8(acc)) * scale;
+    }
+  }
+}
+
+template <bool F16>
+void scores_queries16(const float* q, uint32_t n_q, const void* k_rows, size_t stride,
+                      uint32_t n_rows, uint32_t hd, float scale, float* out, size_t out_stride) {
+  uint32_t t = 0;
+  for (; t + 3 <= n_q; t += 3) {
+    scores16<F16, 3>(q + t * hd, hd, k_rows, stride, n_rows, hd, scale, out + t * out_stride,
+                     out_stride);
+  }
+  if (n_q - t == 2) {
+    scores16<F16, 2>(q + t * hd, hd, k_rows, stride, n_rows, hd, scale, out + t * out_stride,
+                     out_stride);
+  } else if (n_q - t == 1) {
+    scores16<F16, 1>(q + t * hd, hd, k_rows, stride, n_rows, hd, scale, out + t * out_stride,
+                     out_stride);
+  }
+}
+
+// out_t[c, c + 16 NV) += sum_j w_t[j] v_j[c, c + 16 NV) for NQ queries (weights w + t * w_stride,
+// outputs out + t * out_stride), the last vector's lanes limited to `last` (the others full): each
+// value vector converted once for the NQ queries, every output one fma chain in row order.
+// kAhead: fetch the row kAttnAheadRows ahead (the one-query walk over a whole head, whose rows
+// are strided: the other heads' values sit between them).
+template <int NQ, int NV, bool F16, bool kAhead>
+void accum16(const float* w, size_t w_stride, const void* v_rows, size_t stride, uint32_t n_rows,
+             size_t c, __mmask16 last, float* out, size_t out_stride) {
+  __m512 acc[NQ][NV];
+#pragma GCC unroll 4
+  for (int t = 0; t < NQ; ++t)
+#pragma GCC unroll 4
+    for (int k = 0; k < NV; ++k) {
+      const __mmask16 m = k + 1 < NV ? 0xffff : last;
+      acc[t][k] = _mm512_maskz_loadu_ps(m, out + t * out_stride + c + 16 * k);
+    }
+  constexpr size_t kElem = F16 ? 2 : 4;
+  for (uint32_t j = 0; j < n_rows; ++j) {
+    const size_t base = static_cast<size_t>(j) * stride + c;
+    if constexpr (kAhead) {
+      const char* ahead =
+          static_cast<const char*>(v_rows) + (base + kAttnAheadRows * stride) * kElem;
+      for (size_t b = 0; b < 16 * NV * kElem; b += 64) prefetch(ahead + b);
+    }
+    __m512 v[NV];
+#pragma GCC unroll 4
+    for (int k = 0; k < NV; ++k) {
+      v[k] = load_w16<F16>(v_rows, base + 16 * k, k + 1 < NV ? 0xffff : last);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NQ; ++t) {
+      const __m512 a = _mm512_set1_ps(w[t * w_stride + j]);
+#pragma GCC unroll 4
+      for (int k = 0; k < NV; ++k) acc[t][k] = _mm512_fmadd_ps(a, v[k], acc[t][k]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < NQ; ++t)
+#pragma GCC unroll 4
+    for (int k = 0; k < NV; ++k) {
+      const __mmask16 m = k + 1 < NV ? 0xffff : last;
+      _mm512_mask_storeu_ps(out + t * out_stride + c + 16 * k, m, acc[t][k]);
+    }
+}
+
+// NQ queries over all hd columns: chunks of 64 (4 vectors), then one of the 1-3 vectors left.
+template <int NQ, bool F16, bool kAhead>
+void accum_queries16(const float* w, size_t w_stride, const void* v_rows, size_t stride,
+                     uint32_t n_rows, uint32_t hd, float* out, size_t out_stride) {
+  uint32_t c = 0;
+  for (; c + 64 <= hd; c += 64) {
+    accum16<NQ, 4, F16, kAhead>(w, w_stride, v_rows, stride, n_rows, c, 0xffff, out, out_stride);
+  }
+  const uint32_t left = hd - c;
+  if (left == 0) return;
+  const __mmask16 last = first_lanes16(left - (left - 1) / 16 * 16);
+  if (left > 32) {
+    accum16<NQ, 3, F16, kAhead>(w, w_stride, v_rows, stride, n_rows, c, last, out, out_stride);
+  } else if (left > 16) {
+    accum16<NQ, 2, F16, kAhead>(w, w_stride, v_rows, stride, n_rows, c, last, out, out_stride);
+  } else {
+    accum16<NQ, 1, F16, kAhead>(w, w_stride, v_rows, stride, n_rows, c, last, out, out_stride);
+  }
+}
+
+template <bool F16>
+void accum_n16(const float* w, uint32_t n_q, size_t w_stride, const void* v_rows, size_t stride,
+               uint32_t n_rows, uint32_t hd, float* out) {
+  uint32_t t = 0;
+  for (; t + 3 <= n_q; t += 3) {
+    accum_queries16<3, F16, false>(w + t * w_stride, w_stride, v_rows, stride, n_rows, hd,
+                                   out + static_cast<size_t>(t) * hd, hd);
+  }
+  if (n_q - t == 2) {
+    accum_queries16<2, F16, false>(w + t * w_stride, w_stride, v_rows, stride, n_rows, hd,
+                                   out + static_cast<size_t>(t) * hd, hd);
+  } else if (n_q - t == 1) {
+    accum_queries16<1, F16, false>(w + t * w_stride, w_stride, v_rows, stride, n_rows, hd,
+                                   out + static_cast<size_t>(t) * hd, hd);
+  }
+}
+
+}  // namespace
+
+void attn_dot_avx512(const float* q, const void* k_rows, uint32_t row_stride_elems,
+                     uint32_t n_rows, uint32_t head_dim, bool k_f16, float scale, float* out) {
+  if (k_f16) scores16<true, 1>(q, 0, k_rows, row_stride_elems, n_rows, head_dim, scale, out, 0);
+  else scores16<false, 1>(q, 0, k_rows, row_stride_elems, n_rows, head_dim, scale, out, 0);
+}
+
+void attn_accum_avx512(const float* w, const void* v_rows, uint32_t row_stride_elems,
+                       uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
+  if (v_f16) {
+    accum_queries16<1, true, true>(w, 0, v_rows, row_stride_elems, n_rows, head_dim, out, 0);
+  } else {
+    accum_queries16<1, false, true>(w, 0, v_rows, row_stride_elems, n_rows, head_dim, out, 0);
+  }
+}
+
+void attn_dot_n_avx512(const float* q, uint32_t n_q, const void* k_rows,
+                       uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim, bool k_f16,
+                       float scale, float* out, uint32_t out_stride) {
+  if (k_f16) {
+    scores_queries16<true>(q, n_q, k_rows, row_stride_elems, n_rows, head_dim, scale, out,
+                           out_stride);
+  } else {
+    scores_queries16<false>(q, n_q, k_rows, row_stride_elems, n_rows, head_dim, scale, out,
+                            out_stride);
+  }
+}
+
+void attn_accum_n_avx512(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,
+                         uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,
+                         bool v_f16, float* out) {
+  if (v_f16) accum_n16<true>(w, n_q, w_stride, v_rows, row_stride_elems, n_rows, head_dim, out);
+  else accum_n16<false>(w, n_q, w_stride, v_rows, row_stride_elems, n_rows, head_dim, out);
+}
+
 // Decode 8 rows x 1 token, prefill 4 x 4, as Q4kQuad.
 void matmul_q6k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
