@@ -971,6 +971,216 @@ TEST(BenchCli, JsonOutputAndRooflineColumn) {
   EXPECT_EQ(ringlm_test::run_command(b + " -o xml 2>/dev/null", &out), 2);
 }
 
+// A "depth (...): TEST / BASE = ..." line below the table (-d LIST), its numbers parsed.
+struct DepthLine {
+  size_t at = std::string::npos;  // where the line starts in the output
+  double ratio = -1, median = -1, lo = -1, hi = -1;
+  size_t pairs = 0;
+  double bytes_from = -1, bytes_to = -1, roofline = -1;  // tg lines only ("KiB" figures)
+};
+
+bool depth_line(const std::string& out, const std::string& test, const std::string& base,
+                DepthLine* d) {
+  const std::string key = "): " + test + " / " + base + " = ";
+  const size_t at = out.find(key);
+  if (at == std::string::npos) return false;
+  const size_t bol = out.rfind('\n', at) + 1;
+  if (out.compare(bol, 7, "depth (") != 0) return false;
+  d->at = bol;
+  const std::string line = out.substr(bol, out.find('\n', at) - bol);
+  if (sscanf(line.c_str() + (at - bol) + key.size(),
+             "%lf (median of %zu interleaved repetition pairs %lf, range %lf–%lf)", &d->ratio,
+             &d->pairs, &d->median, &d->lo, &d->hi) != 5)
+    return false;
+  const size_t bytes = line.find("; bytes read per token ");
+  if (bytes != std::string::npos &&
+      sscanf(line.c_str() + bytes,
+             "; bytes read per token %lf KiB -> %lf KiB: a bandwidth-bound decode would give %lf",
+             &d->bytes_from, &d->bytes_to, &d->roofline) != 3)
+    return false;
+  return true;
+}
+
+// -d LIST: rows depth by depth in the order given (pp then tg), one session per depth (n_ctx
+// covering the largest), a decode line per depth and a ratio line per test for each depth after
+// the first, whose numbers agree with the rows.
+TEST(BenchCli, DepthListRowsAndRatioLines) {
+  const std::string path = tiny_q8_model("tiny-depths.rlm");
+  const std::string cmd = ringlm_test::ringlm_bin() + " bench -m " + path +
+                          " -p 4 -n 4 -r 2 -d 0,16 --bw-mib 0 2>/dev/null";
+  std::string out;
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  ASSERT_NO_FATAL_FAILURE(
+      expect_bench_rows(out, {"pp4", "tg4", "pp4 @ d16", "tg4 @ d16"}, " q8"));
+  const std::vector<TableRow> rows = table_rows(out);
+  double mean[4], sd = 0;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(parse_tps(rows[i].cells[6], &mean[i], &sd));
+  DepthLine pp, tg;
+  ASSERT_TRUE(depth_line(out, "pp4 @ d16", "pp4", &pp)) << out;
+  ASSERT_TRUE(depth_line(out, "tg4 @ d16", "tg4", &tg)) << out;
+  EXPECT_LT(pp.at, tg.at);
+  EXPECT_NE(out.find("depth (" + rows[0].cells[3] + ", 1 thread): pp4 @ d16"), std::string::npos)
+      << out;
+  for (const DepthLine* d : {&pp, &tg}) {
+    EXPECT_GT(d->ratio, 0.0);
+    EXPECT_LT(d->ratio, 10.0);
+    EXPECT_EQ(d->pairs, 2u);  // -r 2
+    EXPECT_GT(d->lo, 0.0);
+    EXPECT_LE(d->lo, d->median);
+    EXPECT_LE(d->median, d->hi);
+    // The means' ratio is the pair ratios' average weighted by the first depth's t/s: within
+    // their range (to the printed 2 decimals).
+    EXPECT_GE(d->ratio, d->lo - 0.0051);
+    EXPECT_LE(d->ratio, d->hi + 0.0051);
+  }
+  EXPECT_NEAR(pp.ratio, mean[2] / mean[0], 0.0051) << out;
+  EXPECT_NEAR(tg.ratio, mean[3] / mean[1], 0.0051) << out;
+  // Bytes per token: the weights, then also 16 + 4 / 2 positions' K and V rows.
+  EXPECT_EQ(pp.roofline, -1.0) << out;  // no bandwidth clause for prefill
+  EXPECT_GT(tg.bytes_from, 0.0);
+  EXPECT_LT(tg.bytes_from, tg.bytes_to);
+  EXPECT_NEAR(tg.roofline, tg.bytes_from / tg.bytes_to, 0.0051 + 0.01 / tg.bytes_to);
+  EXPECT_LT(tg.roofline, 1.0);
+  // A decode line per depth, each with its own bytes.
+  const size_t d0 = out.find(", 1 thread, depth 0): ");
+  const size_t d16 = out.find(", 1 thread, depth 16): ");
+  ASSERT_NE(d0, std::string::npos) << out;
+  ASSERT_NE(d16, std::string::npos) << out;
+  EXPECT_EQ(out.compare(out.find("effective", d0), 25, "effective weight traffic "), 0) << out;
+  EXPECT_NE(out.find(" KV) x ", d16), std::string::npos) << out;
+  // Two sessions, each sized for the largest depth: 16 + max(4, 4 + 1).
+  EXPECT_NE(out.find(" x 2 depths (n_ctx 21,"), std::string::npos) << out;
+}
+
+// -d with the largest depth first: the first depth given is the ratio's base; --verify runs at
+// the largest depth, the echo rows once per configuration (from an empty context).
+TEST(BenchCli, DepthListOrderVerifyAndEcho) {
+  const std::string path = tiny_q8_model("tiny-depths2.rlm");
+  const std::string cmd = ringlm_test::ringlm_bin() + " bench -m " + path +
+                          " -p 0 -n 4 -r 2 -d 24,0 --spec-lookup 2 --verify 2 --bw-mib 0 "
+                          "2>/dev/null";
+  std::string out;
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  ASSERT_NO_FATAL_FAILURE(expect_bench_rows(
+      out, {"tg4 @ d24", "tg4", "echo tg4", "echo tg4 lookup2"}, " q8"));
+  DepthLine tg;
+  ASSERT_TRUE(depth_line(out, "tg4", "tg4 @ d24", &tg)) << out;
+  EXPECT_GT(tg.ratio, 0.0);
+  EXPECT_LT(tg.ratio, 10.0);
+  EXPECT_GT(tg.bytes_from, tg.bytes_to);
+  EXPECT_GT(tg.roofline, 1.0);
+  EXPECT_EQ(out.find("depth (", tg.at + 1), std::string::npos) << out;  // -p 0: one line
+  EXPECT_EQ(out.find("depth (CPU/"), tg.at) << out;
+  const size_t v = out.find("verify 1+2 (");
+  ASSERT_NE(v, std::string::npos) << out;
+  EXPECT_NE(out.find("at position 24)", v), std::string::npos) << out;
+  EXPECT_EQ(out.find("verify 1+2 (", v + 1), std::string::npos) << out;
+  const size_t e = out.find("echo lookup2 (");
+  ASSERT_NE(e, std::string::npos) << out;
+  EXPECT_EQ(out.find("echo lookup2 (", e + 1), std::string::npos) << out;
+}
+
+// -o json with -d LIST: the depths in the config, a depth on every row, each decode row's bytes
+// and roofline share at its own depth, and the ratios.
+TEST(BenchCli, DepthListJson) {
+  const std::string path = tiny_q8_model("tiny-depths-json.rlm");
+  const std::string cmd = ringlm_test::ringlm_bin() + " bench -m " + path +
+                          " -p 4 -n 4 -r 2 -d 0,16 --bw-mib 8 --vs-roofline -o json 2>/dev/null";
+  std::string out;
+  ASSERT_EQ(ringlm_test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  const json j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["config"]["depths"], json({0, 16}));
+  EXPECT_EQ(j["config"]["depth"], 16);
+  const json& rows = j["rows"];
+  ASSERT_EQ(rows.size(), 4u) << j.dump(2);
+  const char* tests[4] = {"pp4", "tg4", "pp4 @ d16", "tg4 @ d16"};
+  const uint32_t depth[4] = {0, 0, 16, 16};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i]["test"], tests[i]);
+    EXPECT_EQ(rows[i]["depth"], depth[i]);
+    ASSERT_TRUE(rows[i]["supported"].get<bool>());
+  }
+  const double weights = j["model"]["weight_bytes"].get<double>();
+  EXPECT_FALSE(rows[0].contains("decode_bytes_per_token"));
+  EXPECT_EQ(rows[1]["decode_bytes_per_token"].get<double>(), weights);
+  const double b16 = rows[3]["decode_bytes_per_token"].get<double>();
+  EXPECT_GT(b16, weights);
+  EXPECT_EQ(j["decode_bytes_per_token"].get<double>(), b16);  // at config.depth
+  const json* one = nullptr;
+  for (const json& bw : j["bandwidth"])
+    if (bw["threads"] == 1) one = &bw;
+  ASSERT_NE(one, nullptr) << j["bandwidth"].dump();
+  const double read = (*one)["read_gbs"].get<double>();
+  for (size_t i : {1, 3}) {
+    const double expect = 100.0 * rows[i]["decode_bytes_per_token"].get<double>() *
+                          rows[i]["tps_mean"].get<double>() / (read * 1e9);
+    EXPECT_NEAR(rows[i]["vs_roofline_pct"].get<double>(), expect, 1e-9 * expect) << i;
+  }
+  const json& ratios = j["depth_ratios"];
+  ASSERT_EQ(ratios.size(), 2u) << j.dump(2);
+  for (size_t k = 0; k < 2; ++k) {
+    const json& r = ratios[k];
+    const size_t at = k == 0 ? 2 : 3, base = at - 2;  // pp, then tg
+    EXPECT_EQ(r["test"], tests[at]);
+    EXPECT_EQ(r["backend"], rows[at]["backend"]);
+    EXPECT_EQ(r["threads"], 1);
+    EXPECT_FALSE(r.contains("load"));
+    EXPECT_EQ(r["depth"], 16);
+    EXPECT_EQ(r["base_depth"], 0);
+    const double ratio = r["ratio"].get<double>();
+    EXPECT_NEAR(ratio, rows[at]["tps_mean"].get<double>() / rows[base]["tps_mean"].get<double>(),
+                1e-9 * ratio);
+    const double lo = r["pair_min"].get<double>(), med = r["pair_median"].get<double>(),
+                 hi = r["pair_max"].get<double>();
+    EXPECT_GT(lo, 0.0);
+    EXPECT_LE(lo, med);
+    EXPECT_LE(med, hi);
+    EXPECT_GE(ratio, lo * (1 - 1e-12));
+    EXPECT_LE(ratio, hi * (1 + 1e-12));
+    EXPECT_LT(hi, 10.0);
+  }
+  EXPECT_FALSE(ratios[0].contains("roofline_ratio"));
+  EXPECT_DOUBLE_EQ(ratios[1]["roofline_ratio"].get<double>(), weights / b16);
+}
+
+// One depth: as before -d took a list (no ratio line, no per-depth notes, one session); bad lists
+// are usage errors.
+TEST(BenchCli, SingleDepthAndBadDepthLists) {
+  const std::string path = tiny_q8_model("tiny-depth1.rlm");
+  const std::string b = ringlm_test::ringlm_bin() + " bench -m " + path;
+  std::string out;
+  ASSERT_EQ(ringlm_test::run_command(b + " -p 4 -n 4 -r 2 -d 16 --bw-mib 0 2>/dev/null", &out), 0)
+      << out;
+  ASSERT_NO_FATAL_FAILURE(expect_bench_rows(out, {"pp4 @ d16", "tg4 @ d16"}, " q8"));
+  EXPECT_EQ(out.find("depth ("), std::string::npos) << out;
+  EXPECT_EQ(out.find(", depth "), std::string::npos) << out;
+  EXPECT_EQ(out.find(" depths ("), std::string::npos) << out;
+  const size_t d = out.find("decode (CPU/");
+  ASSERT_NE(d, std::string::npos) << out;
+  EXPECT_NE(out.find(", 1 thread): ", d), std::string::npos) << out;
+  EXPECT_NE(out.find(" KV) x ", d), std::string::npos) << out;
+  EXPECT_NE(out.find("(n_ctx 21,"), std::string::npos) << out;
+  const struct {
+    const char* arg;
+    const char* message;
+  } bad[] = {{"-d 16,16", "depth 16 is given twice in -d 16,16"},
+             {"--depth 0,16,0", "depth 0 is given twice in --depth 0,16,0"},
+             {"-d 0,,16", "bad value '0,,16' for -d"},
+             {"-d 0,", "bad value '0,' for -d"},
+             {"-d x", "bad value 'x' for -d"},
+             {"-d ''", "bad value '' for -d"},
+             {"-d 0,1048577", "bad value '0,1048577' for -d"}};
+  for (const auto& c : bad) {
+    EXPECT_EQ(ringlm_test::run_command(b + " -p 4 -n 4 -r 1 --bw-mib 0 " + c.arg + " 2>&1", &out),
+              2)
+        << c.arg << "\n" << out;
+    EXPECT_NE(out.find(std::string("ringlm bench: ") + c.message), std::string::npos)
+        << c.arg << "\n" << out;
+    EXPECT_EQ(out.find("| model |"), std::string::npos) << c.arg << "\n" << out;
+  }
+}
+
 TEST(BenchCli, HelpAndUsageErrors) {
   const std::string b = ringlm_test::ringlm_bin();
   std::string out;

@@ -80,9 +80,16 @@ const char kUsage[] =
     "run:\n"
     "  -p, --n-prompt N        prefill test length (default 128; 0 = no pp test)\n"
     "  -n, --n-gen N           decode test length (default 128; 0 = no tg test)\n"
-    "  -d, --depth D           run the pp and tg tests after D tokens of context (random ids,\n"
-    "                          prefilled untimed; rows named \"pp128 @ d2048\" as llama-bench's\n"
-    "                          -d): decode reads the KV cache of D positions per token\n"
+    "  -d, --depth LIST        context depths, comma-separated (default 0): the pp and tg tests\n"
+    "                          run after D tokens of context (random ids, prefilled untimed; rows\n"
+    "                          named \"pp128 @ d2048\" as llama-bench's -d): decode reads the KV\n"
+    "                          cache of D positions per token. Each depth has its own session,\n"
+    "                          prefilled once, and repetition r runs at every depth before\n"
+    "                          repetition r + 1, so drift of the machine reaches every depth\n"
+    "                          alike; a line per further depth gives its t/s over the first\n"
+    "                          depth's (the means' ratio, the median and range of the\n"
+    "                          per-repetition ratios) and for tg the ratio of bytes per token a\n"
+    "                          bandwidth-bound decode would give\n"
     "  -t, --threads LIST      thread counts, comma-separated (default 1); one row per count.\n"
     "                          A count the runtime refuses is reported as \"unsupported\".\n"
     "  -k, --kernels LIST      kernel tables, comma-separated (default auto): auto = the runtime's\n"
@@ -112,14 +119,15 @@ const char kUsage[] =
     "      --bw-mib N          memory-bandwidth buffer size in MiB (default 256, far above the\n"
     "                          last-level cache; 0 = skip the bandwidth measurement)\n"
     "      --vs-roofline       measure the bandwidth first (in a child process) and add a column:\n"
-    "                          each decode row's bytes per token (weights, + KV at --depth) x t/s\n"
-    "                          as a share of the read bandwidth of its thread count (the faster\n"
-    "                          of one and of four sequential streams a thread, as decode reads\n"
-    "                          a matrix; speculative rows can pass 100 %: several tokens per\n"
-    "                          weight read)\n"
+    "                          each decode row's bytes per token (weights, + KV at its depth) x\n"
+    "                          t/s as a share of the read bandwidth of its thread count (the\n"
+    "                          faster of one and of four sequential streams a thread, as decode\n"
+    "                          reads a matrix; speculative rows can pass 100 %: several tokens\n"
+    "                          per weight read)\n"
     "  -o, --output md|json    md (default): the markdown table and notes on stdout; json: one\n"
     "                          JSON document on stdout for scripts (environment, config, rows,\n"
-    "                          bandwidth, decode bytes per token), the table and notes on stderr\n"
+    "                          bandwidth, decode bytes per token, depth ratios), the table and\n"
+    "                          notes on stderr\n"
     "      --spec-lookup LIST  speculative rows next to tg, draft lengths comma-separated (e.g.\n"
     "                          4,8): the \"echo\" test. The model's own greedy output G of tgN\n"
     "                          from the start token becomes the prompt [start, G, start] (not\n"
@@ -152,11 +160,12 @@ const char kUsage[] =
     "                          through the prefill; a line gives how long rlm_session_eval took\n"
     "                          to return after it (median and max over the repetitions)\n"
     "      --verify LIST       verification-pass cost, draft lengths comma-separated (e.g.\n"
-    "                          4,8): after D tokens of context (--depth, at least 16), one pass\n"
-    "                          of 1+K tokens keeping the logits of every row (rlm_session_score:\n"
-    "                          what a speculative verification runs) against a one-token pass,\n"
-    "                          alternated and rewound to the same context, 20 pairs per\n"
-    "                          repetition; a line per K gives the median times and their ratio\n"
+    "                          4,8): after D tokens of context (the largest --depth, at least\n"
+    "                          16), one pass of 1+K tokens keeping the logits of every row\n"
+    "                          (rlm_session_score: what a speculative verification runs) against\n"
+    "                          a one-token pass, alternated and rewound to the same context, 20\n"
+    "                          pairs per repetition; a line per K gives the median times and\n"
+    "                          their ratio\n"
     "      --beams LIST        beam-search rows next to tg, widths comma-separated (1..16):\n"
     "                          \"tgN beamB\" is a search of width B for N tokens after the start\n"
     "                          token (end tokens ignored, so every search runs N steps), in beam\n"
@@ -673,6 +682,7 @@ struct Row {
   std::string test;
   bool supported = false;
   Stat tps;
+  uint32_t depth = 0;  // context tokens the test ran after (its decode bytes per token)
 };
 
 // The table as it is printed, kept for --json; with --vs-roofline a column giving each decode
@@ -681,14 +691,24 @@ struct BenchReport {
   bool load_column = false;
   bool roofline = false;
   std::vector<BandwidthResult> bw;  // --vs-roofline: measured before the runs
-  double decode_bytes = 0;          // bytes one decode step reads: weights (+ KV at --depth)
+  // What decode_bytes_per_token needs besides a depth.
+  rlm_model_info info{};
+  rlm_kv_dtype kv = RLM_KV_F16;
+  uint32_t n_gen = 0;
   struct Rec {
     std::string model, backend, test;
     uint32_t threads = 0;
     int64_t load = -1;
     bool supported = false;
     double mean = 0, sd = 0, roofline_pct = -1;  // -1: no roofline figure for the row
+    uint32_t depth = 0;
+    double decode_bytes = -1;  // a decode row's bytes per token at its depth; -1 for others
   };
+
+  // Bytes one decode step reads after `depth` tokens of context: weights (+ KV).
+  double decode_bytes(uint32_t depth) const {
+    return decode_bytes_per_token(info, kv, depth, n_gen);
+  }
   std::vector<Rec> rows;
 
   const BandwidthResult* bw_for(uint32_t threads) const {
@@ -712,14 +732,15 @@ struct BenchReport {
     char load_cell[32] = "";
     if (load >= 0) snprintf(load_cell, sizeof load_cell, " %lld |", static_cast<long long>(load));
     Rec rec{model, backend, r.test, r.threads, load, r.supported, r.tps.mean, r.tps.sd, -1};
+    rec.depth = r.depth;
     // Generated-token rows (tgN, echo tgN, its lookup rows): every token is one pass's worth of
     // weight reads at the roofline, so a speculative row may exceed 100 %.
     const bool decode_row = r.test.rfind("tg", 0) == 0 || r.test.rfind("echo tg", 0) == 0;
+    if (decode_row && r.test.find(" beam") == std::string::npos)
+      rec.decode_bytes = decode_bytes(r.depth);
     const BandwidthResult* b = bw_for(r.threads);
-    if (roofline && r.supported && decode_row && b && b->read_gbs > 0 &&
-        r.test.find(" beam") == std::string::npos) {
-      rec.roofline_pct = 100.0 * decode_bytes * r.tps.mean / (b->read_gbs * 1e9);
-    }
+    if (roofline && r.supported && rec.decode_bytes >= 0 && b && b->read_gbs > 0)
+      rec.roofline_pct = 100.0 * rec.decode_bytes * r.tps.mean / (b->read_gbs * 1e9);
     char roof[48] = "";
     if (roofline) {
       if (rec.roofline_pct >= 0) snprintf(roof, sizeof roof, " %.1f %% |", rec.roofline_pct);
@@ -828,7 +849,7 @@ struct BenchOptions {
   bool cancel = false;                // --cancel: latency of rlm_session_cancel during ppN
   GrammarFlags grammar;               // --grammar / --json-schema / --json: the mask rows
   rlm_kv_dtype kv = RLM_KV_F16;  // the runtime's default
-  uint32_t depth = 0;                 // --depth: context tokens before the pp and tg runs
+  std::vector<uint32_t> depths;       // --depth: context tokens before the pp and tg runs
   bool cpu_clock = false;             // --clock cpu
   bool vs_roofline = false;           // --vs-roofline: the table's roofline column
   bool json_output = false;           // -o json
@@ -892,7 +913,16 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       ok = parse_u32(v, &n_prompt) && n_prompt <= (1u << 20);
     } else if (a == "-d" || a == "--depth") {
       if (!need()) return 2;
-      ok = parse_u32(v, &o->depth) && o->depth <= (1u << 20);
+      o->depths.clear();  // the last -d counts, as for the single-valued flags
+      ok = parse_u32_list(v, &o->depths, true);
+      for (uint32_t d : o->depths) ok = ok && d <= (1u << 20);
+      for (size_t k = 0; ok && k < o->depths.size(); ++k) {
+        if (std::count(o->depths.begin(), o->depths.begin() + k, o->depths[k])) {
+          fprintf(stderr, "ringlm bench: depth %u is given twice in %s %s\n", o->depths[k],
+                  a.c_str(), v);
+          return 2;
+        }
+      }
     } else if (a == "-n" || a == "--n-gen") {
       if (!need()) return 2;
       ok = parse_u32(v, &n_gen) && n_gen <= (1u << 20);
@@ -982,6 +1012,7 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
   }
   if (kernels.empty()) kernels.push_back("auto");
   if (backends.empty()) backends.push_back("native");
+  if (o->depths.empty()) o->depths.push_back(0);
 
   return -1;
 }
@@ -1070,6 +1101,8 @@ int cmd_bench(int argc, char** argv) {
   std::vector<uint32_t>& loads = opts.loads;
   const std::vector<std::string> &kernels = opts.kernels, &backends = opts.backends;
   const rlm_kv_dtype kv = opts.kv;
+  const std::vector<uint32_t>& depths = opts.depths;
+  const uint32_t max_depth = *std::max_element(depths.begin(), depths.end());
 
   // ---- model ----
   ModelBytes bytes;
@@ -1098,7 +1131,8 @@ int cmd_bench(int argc, char** argv) {
   // ---- runs ----
   rlm_session_config cfg;
   rlm_session_config_default(&cfg);
-  cfg.n_ctx = std::max<uint32_t>(opts.depth + std::max(n_prompt, n_gen + 1), 2);
+  // Every depth's session has this config: n_ctx and the batch sizes cover the largest depth.
+  cfg.n_ctx = std::max<uint32_t>(max_depth + std::max(n_prompt, n_gen + 1), 2);
   uint32_t max_k = 0;
   for (uint32_t k : opts.spec_lookup) max_k = std::max(max_k, k);
   if (max_k && n_gen) {
@@ -1110,7 +1144,7 @@ int cmd_bench(int argc, char** argv) {
   uint32_t max_v = 0;
   for (uint32_t k : opts.verify) max_v = std::max(max_v, k);
   // --verify: the passes run after vdepth tokens of context.
-  const uint32_t vdepth = std::max<uint32_t>(opts.depth, 16);
+  const uint32_t vdepth = std::max<uint32_t>(max_depth, 16);
   if (max_v) {
     cfg.n_ctx = std::max<uint32_t>(cfg.n_ctx, vdepth + max_v + 2);
     cfg.max_logit_rows = std::max<uint32_t>(cfg.max_logit_rows, max_v + 1);
@@ -1120,9 +1154,9 @@ int cmd_bench(int argc, char** argv) {
   cfg.kv_dtype = kv;
   // The --depth prefill (untimed) runs in batches of up to 512 too.
   cfg.n_batch = batch ? batch
-                      : std::min<uint32_t>(std::max<uint32_t>({n_prompt, opts.depth, 1}), 512);
+                      : std::min<uint32_t>(std::max<uint32_t>({n_prompt, max_depth, 1}), 512);
   if (max_v) cfg.n_batch = std::max<uint32_t>(cfg.n_batch, max_v + 1);
-  cfg.max_pending = std::max<uint32_t>(cfg.max_pending, std::max(n_prompt, opts.depth));
+  cfg.max_pending = std::max<uint32_t>(cfg.max_pending, std::max(n_prompt, max_depth));
   rlm_sampling sp;
   rlm_sampling_default(&sp);
   sp.temperature = 0.0f;
@@ -1145,7 +1179,9 @@ int cmd_bench(int argc, char** argv) {
   BenchReport report;
   report.load_column = load_column;
   report.roofline = opts.vs_roofline;
-  report.decode_bytes = decode_bytes_per_token(info, kv, opts.depth, n_gen);
+  report.info = info;
+  report.kv = kv;
+  report.n_gen = n_gen;
   const BenchEnvironment env = bench_environment(&model, cfg);
   print_environment(env);
   if (opts.vs_roofline) {
@@ -1155,23 +1191,34 @@ int cmd_bench(int argc, char** argv) {
     report.bw = bandwidth_in_child(bw_mib ? bw_mib : 256, bandwidth_thread_counts(threads));
   }
   report.header();
+  // One per configuration (load, kernels, backend, threads) and depth, in the table's order.
   struct RunResult {
     std::string backend;
-    uint32_t threads;
-    bool supported;
-    double tg_tps;
-    size_t session_bytes;
-    uint32_t load;
-    double pp_tps;
+    uint32_t threads = 0;
+    bool supported = false;
+    double tg_tps = 0;
+    size_t session_bytes = 0;
+    uint32_t load = 0;
+    double pp_tps = 0;
+    size_t config = 0;       // the configuration's index: its depths share it
+    size_t depth_index = 0;  // into depths
+    uint32_t depth = 0;
+    std::vector<double> pp_reps, tg_reps;  // t/s of each repetition, for the depth ratios
   };
   uint32_t failed_rows = 0, rows_total = 0;
+  size_t n_configs = 0;
   std::vector<RunResult> results;
   std::vector<std::string> spec_lines;  // --spec-lookup summaries, printed after the table
   // llama-bench's names: "pp512 @ d4096" for a test run after 4096 tokens of context.
-  const std::string at_depth = (opts.depth ? " @ d" + std::to_string(opts.depth) : "") +
-                               (opts.cpu_clock ? " (cpu)" : "");
-  const std::string pp_name = "pp" + std::to_string(n_prompt) + at_depth;
-  const std::string tg_name = "tg" + std::to_string(n_gen) + at_depth;
+  std::vector<std::string> pp_names, tg_names;  // per depth
+  for (uint32_t d : depths) {
+    const std::string at_depth =
+        (d ? " @ d" + std::to_string(d) : "") + (opts.cpu_clock ? " (cpu)" : "");
+    pp_names.push_back("pp" + std::to_string(n_prompt) + at_depth);
+    tg_names.push_back("tg" + std::to_string(n_gen) + at_depth);
+  }
+  // The echo and beam rows run from an empty context: named after a tg row at depth 0.
+  const std::string tg_name = "tg" + std::to_string(n_gen) + (opts.cpu_clock ? " (cpu)" : "");
   std::string auto_name;  // resolved once, when "auto" is asked for
   BackgroundLoad background;
   for (const uint32_t load : loads) {
@@ -1200,71 +1247,116 @@ int cmd_bench(int argc, char** argv) {
         const std::string backend = (bname == "xnnpack" ? "XNNPACK+" : "") + cpu;
         for (uint32_t nt : threads) {
           cfg.n_threads = nt;
-          RunResult rr{backend, nt, false, 0.0, 0, load, 0.0};
-          // The session's own failure is printed by open (naming the config problem); the
-          // rows of this configuration are then reported failed and the bench goes on.
-          CliSession session;
+          const size_t config = n_configs++;
+          std::vector<RunResult> per(depths.size());
+          for (size_t i = 0; i < depths.size(); ++i) {
+            per[i].backend = backend;
+            per[i].threads = nt;
+            per[i].load = load;
+            per[i].config = config;
+            per[i].depth_index = i;
+            per[i].depth = depths[i];
+          }
+          // One session per depth, each prefilled to its depth once (later repetitions rewind to
+          // it: Runner::to_depth), so repetition r can run at every depth before repetition r + 1
+          // without a prefill between. A session between its runs costs no CPU (its workers
+          // sleep: platform/threads.h). The session's own failure is printed by open (naming the
+          // config problem); the rows of this configuration are then reported failed and the
+          // bench goes on.
+          std::vector<CliSession> sessions(depths.size());
           const std::string who = "bench: " + backend + ", " + std::to_string(nt) + " thread(s)";
-          if (!session.open(who.c_str(), &model, cfg, nullptr)) {
-            for (const std::string* t : {&pp_name, &tg_name}) {
-              if ((t == &pp_name ? n_prompt : n_gen) == 0) continue;
-              Row row;
-              row.threads = nt;
-              row.test = *t;
-              report.row(label, size_s, params_s, backend, load_cell, row);
-              ++failed_rows;
-              ++rows_total;
+          bool opened = true;
+          for (CliSession& session : sessions)
+            opened = opened && session.open(who.c_str(), &model, cfg, nullptr);
+          if (!opened) {
+            for (size_t i = 0; i < depths.size(); ++i) {
+              for (const bool prefill : {true, false}) {
+                if ((prefill ? n_prompt : n_gen) == 0) continue;
+                Row row;
+                row.threads = nt;
+                row.test = (prefill ? pp_names : tg_names)[i];
+                row.depth = depths[i];
+                report.row(label, size_s, params_s, backend, load_cell, row);
+                ++failed_rows;
+                ++rows_total;
+              }
+              results.push_back(per[i]);
             }
-            results.push_back(rr);
             continue;
           }
-          rlm_session* const s = session.get();
-          const size_t need = session.bytes();
-          rr.supported = true;
-          rr.session_bytes = need;
-          if ((st = rlm_session_set_sampling(s, &sp)) != RLM_OK) {
-            fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
-            return 1;
-          }
-          Runner run;
-          run.s = s;
-          run.vocab = info.vocab_size;
-          run.first_token = info.bos_id >= 0 ? info.bos_id : 0;
-          run.depth = opts.depth;
-          run.cpu_clock = opts.cpu_clock;
-          double secs = 0;
-          // Warm-up (untimed): faults the weights in and settles clocks.
-          fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
-          if ((n_prompt && !run.pp(n_prompt, &secs)) ||
-              (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
-            fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
-            return 1;
-          }
-          // `reps` timed runs of one test (pp or tg over n tokens); prints its row.
-          auto measure = [&](const std::string& name, uint32_t n, bool prefill, Row* row) {
-            std::vector<double> v;
-            for (uint32_t r = 0; r < reps; ++r) {
-              if (!(prefill ? run.pp(n, &secs) : run.tg(n, &secs))) {
-                fprintf(stderr, "ringlm bench: %s: %s\n", name.c_str(), run.error.c_str());
-                return false;
-              }
-              v.push_back(n / secs);
+          std::vector<Runner> runs(depths.size());
+          for (size_t i = 0; i < depths.size(); ++i) {
+            if ((st = rlm_session_set_sampling(sessions[i].get(), &sp)) != RLM_OK) {
+              fprintf(stderr, "ringlm bench: sampling: %s\n", rlm_status_string(st));
+              return 1;
             }
-            *row = Row{nt, name, true, stats_of(v)};
-            report.row(label, size_s, params_s, backend, load_cell, *row);
-            ++rows_total;
+            per[i].supported = true;
+            per[i].session_bytes = sessions[i].bytes();
+            runs[i].s = sessions[i].get();
+            runs[i].vocab = info.vocab_size;
+            runs[i].first_token = info.bos_id >= 0 ? info.bos_id : 0;
+            runs[i].depth = depths[i];
+            runs[i].cpu_clock = opts.cpu_clock;
+          }
+          double secs = 0;
+          // Warm-up (untimed), every session: faults the weights in, settles clocks and
+          // prefills the session to its depth.
+          fprintf(stderr, "ringlm bench: %s, %u thread(s): warm-up...\n", backend.c_str(), nt);
+          for (Runner& run : runs) {
+            if ((n_prompt && !run.pp(n_prompt, &secs)) ||
+                (n_gen && !run.tg(std::min(n_gen, 4u), &secs))) {
+              fprintf(stderr, "ringlm bench: warm-up: %s\n", run.error.c_str());
+              return 1;
+            }
+          }
+          // `reps` timed runs of one test (pp or tg over n tokens) at every depth, interleaved:
+          // repetition r at each depth before repetition r + 1, so drift of the machine reaches
+          // every depth alike. (*tps)[i] gets depth i's tokens/s per repetition.
+          auto measure = [&](const std::vector<std::string>& names, uint32_t n, bool prefill,
+                             std::vector<std::vector<double>>* tps) {
+            tps->assign(runs.size(), {});
+            for (uint32_t r = 0; r < reps; ++r) {
+              for (size_t i = 0; i < runs.size(); ++i) {
+                if (!(prefill ? runs[i].pp(n, &secs) : runs[i].tg(n, &secs))) {
+                  fprintf(stderr, "ringlm bench: %s: %s\n", names[i].c_str(),
+                          runs[i].error.c_str());
+                  return false;
+                }
+                (*tps)[i].push_back(n / secs);
+              }
+            }
             return true;
           };
-          Row row;
+          std::vector<std::vector<double>> pp_tps, tg_tps;
+          // Prints depth i's pp or tg row.
+          auto print_row = [&](size_t i, bool prefill) {
+            const std::vector<double>& v = (prefill ? pp_tps : tg_tps)[i];
+            const Row row{nt, (prefill ? pp_names : tg_names)[i], true, stats_of(v), depths[i]};
+            report.row(label, size_s, params_s, backend, load_cell, row);
+            ++rows_total;
+            (prefill ? per[i].pp_tps : per[i].tg_tps) = row.tps.mean;
+            (prefill ? per[i].pp_reps : per[i].tg_reps) = v;
+          };
+          // The rows go depth by depth, pp then tg; the first depth's pp row is printed before
+          // the tg runs (with one depth, every row as soon as it is measured).
           if (n_prompt) {
-            if (!measure(pp_name, n_prompt, true, &row)) return 1;
-            rr.pp_tps = row.tps.mean;
+            if (!measure(pp_names, n_prompt, true, &pp_tps)) return 1;
+            print_row(0, true);
           }
           if (n_gen) {
-            if (!measure(tg_name, n_gen, false, &row)) return 1;
-            rr.tg_tps = row.tps.mean;
+            if (!measure(tg_names, n_gen, false, &tg_tps)) return 1;
+            print_row(0, false);
           }
-          run.depth = 0;  // --depth applies to the pp and tg rows only
+          for (size_t i = 1; i < depths.size(); ++i) {
+            if (n_prompt) print_row(i, true);
+            if (n_gen) print_row(i, false);
+          }
+          // The tests below run once per configuration, on the first depth's session, from an
+          // empty context (--depth applies to the pp and tg rows only).
+          Runner& run = runs.front();
+          rlm_session* const s = run.s;
+          RunResult& rr = per.front();
+          run.depth = 0;
           if (n_gen && max_k) {
             // The echo prompt: [start, G, start] with G the greedy output of tgN.
             std::vector<int32_t> prompt{run.first_token}, g, plain, spec;
@@ -1504,7 +1596,7 @@ int cmd_bench(int argc, char** argv) {
                             &spec_lines)) {
             return 1;
           }
-          results.push_back(rr);
+          results.insert(results.end(), per.begin(), per.end());
         }
       }
     }
@@ -1532,12 +1624,17 @@ int cmd_bench(int argc, char** argv) {
   printf("\n");
   for (const RunResult& r : results) {
     if (!r.supported || n_gen == 0) continue;
-    // With --depth, each step also reads the K and V rows of every position before it.
-    const double kv_read = report.decode_bytes - static_cast<double>(info.weight_bytes);
-    const double gbs = report.decode_bytes * r.tg_tps * 1e-9;
-    char load_note[48] = "";
+    // At a depth, each step also reads the K and V rows of every position before it.
+    const double decode_bytes = report.decode_bytes(r.depth);
+    const double kv_read = decode_bytes - static_cast<double>(info.weight_bytes);
+    const double gbs = decode_bytes * r.tg_tps * 1e-9;
+    char load_note[64] = "";
     if (load_column) snprintf(load_note, sizeof load_note, ", load %u", r.load);
-    if (opts.depth) {
+    if (depths.size() > 1) {
+      const size_t at = strlen(load_note);
+      snprintf(load_note + at, sizeof load_note - at, ", depth %u", r.depth);
+    }
+    if (r.depth) {
       printf("decode (%s, %u thread%s%s): %.2f GB/s effective traffic ((%s weights + %s KV) x "
              "%.2f t/s)",
              r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", load_note, gbs,
@@ -1554,21 +1651,72 @@ int cmd_bench(int argc, char** argv) {
     }
     printf("\n");
   }
-  // --background: each thread count against one thread, per load and backend column.
+  // -d LIST: each further depth against the first, per configuration and test. The ratio of
+  // the means, and of the repetitions taken in pairs (repetition r at this depth over repetition
+  // r at the first, run one after the other): drift of the machine between pairs cancels out of
+  // each pair, so their median and range show how far the ratio can be trusted.
+  nlohmann::json depth_ratios = nlohmann::json::array();
+  for (const RunResult& r : results) {
+    if (!r.supported || r.depth_index == 0) continue;
+    const RunResult* first = nullptr;
+    for (const RunResult& o : results)
+      if (o.config == r.config && o.depth_index == 0) first = &o;
+    if (!first || !first->supported) continue;
+    char load_note[48] = "";
+    if (load_column) snprintf(load_note, sizeof load_note, ", load %u", r.load);
+    for (const bool prefill : {true, false}) {
+      if ((prefill ? n_prompt : n_gen) == 0) continue;
+      const std::vector<double>& at = prefill ? r.pp_reps : r.tg_reps;
+      const std::vector<double>& base = prefill ? first->pp_reps : first->tg_reps;
+      std::vector<double> pairs;
+      for (size_t i = 0; i < std::min(at.size(), base.size()); ++i)
+        pairs.push_back(at[i] / base[i]);
+      if (pairs.empty()) continue;
+      const double ratio = prefill ? r.pp_tps / first->pp_tps : r.tg_tps / first->tg_tps;
+      const double lo = *std::min_element(pairs.begin(), pairs.end());
+      const double hi = *std::max_element(pairs.begin(), pairs.end());
+      const std::string& test = (prefill ? pp_names : tg_names)[r.depth_index];
+      const std::string& base_test = (prefill ? pp_names : tg_names)[0];
+      printf("depth (%s, %u thread%s%s): %s / %s = %.2f (median of %zu interleaved repetition "
+             "pair%s %.2f, range %.2f–%.2f)",
+             r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", load_note, test.c_str(),
+             base_test.c_str(), ratio, pairs.size(), pairs.size() == 1 ? "" : "s",
+             median_of(pairs), lo, hi);
+      nlohmann::json o = {{"backend", r.backend}, {"threads", r.threads}, {"test", test},
+                          {"depth", r.depth},     {"base_depth", first->depth},
+                          {"ratio", ratio},       {"pair_median", median_of(pairs)},
+                          {"pair_min", lo},       {"pair_max", hi}};
+      if (load_column) o["load"] = r.load;
+      if (!prefill) {
+        // Decode reads the weights and the KV rows once per token: bound by bandwidth, its
+        // t/s scale inversely with those bytes.
+        const double from = report.decode_bytes(first->depth), to = report.decode_bytes(r.depth);
+        printf("; bytes read per token %s -> %s: a bandwidth-bound decode would give %.2f",
+               human_bytes(from).c_str(), human_bytes(to).c_str(), from / to);
+        o["roofline_ratio"] = from / to;
+      }
+      printf("\n");
+      depth_ratios.push_back(o);
+    }
+  }
+  // --background: each thread count against one thread, per load, backend column and depth.
   if (load_column) {
     for (const RunResult& r : results) {
       if (!r.supported || r.threads == 1) continue;
       const RunResult* one = nullptr;
       for (const RunResult& o : results)
-        if (o.supported && o.threads == 1 && o.load == r.load && o.backend == r.backend) one = &o;
+        if (o.supported && o.threads == 1 && o.load == r.load && o.backend == r.backend &&
+            o.depth == r.depth)
+          one = &o;
       if (!one) continue;
       printf("load %u (%s): %u threads vs 1:", r.load, r.backend.c_str(), r.threads);
       if (n_prompt)
-        printf(" %s %.2f vs %.2f t/s (%+.1f%%)", pp_name.c_str(), r.pp_tps, one->pp_tps,
-               100.0 * (r.pp_tps / one->pp_tps - 1.0));
+        printf(" %s %.2f vs %.2f t/s (%+.1f%%)", pp_names[r.depth_index].c_str(), r.pp_tps,
+               one->pp_tps, 100.0 * (r.pp_tps / one->pp_tps - 1.0));
       if (n_gen)
-        printf("%s %s %.2f vs %.2f t/s (%+.1f%%)", n_prompt ? "," : "", tg_name.c_str(), r.tg_tps,
-               one->tg_tps, 100.0 * (r.tg_tps / one->tg_tps - 1.0));
+        printf("%s %s %.2f vs %.2f t/s (%+.1f%%)", n_prompt ? "," : "",
+               tg_names[r.depth_index].c_str(), r.tg_tps, one->tg_tps,
+               100.0 * (r.tg_tps / one->tg_tps - 1.0));
       printf("\n");
     }
   }
@@ -1594,8 +1742,11 @@ int cmd_bench(int argc, char** argv) {
   for (const RunResult& r : results) {
     if (!r.supported || std::find(shown.begin(), shown.end(), r.backend) != shown.end()) continue;
     shown.push_back(r.backend);
-    printf(" | session %s%s%s (n_ctx %u, n_batch %u, kv %s)",
-           human_bytes(static_cast<double>(r.session_bytes)).c_str(),
+    // -d LIST: one session per depth, each of this size.
+    const std::string per_depth =
+        depths.size() > 1 ? " x " + std::to_string(depths.size()) + " depths" : "";
+    printf(" | session %s%s%s%s (n_ctx %u, n_batch %u, kv %s)",
+           human_bytes(static_cast<double>(r.session_bytes)).c_str(), per_depth.c_str(),
            backends.size() > 1 || kernels.size() > 1 ? " " : "",
            backends.size() > 1 || kernels.size() > 1 ? r.backend.c_str() : "", cfg.n_ctx,
            cfg.n_batch, kv_dtype_name(kv));
@@ -1614,23 +1765,28 @@ int cmd_bench(int argc, char** argv) {
                   {"params", params},
                   {"n_layers", info.n_layers},
                   {"vocab_size", info.vocab_size}};
-    j["config"] = {{"n_prompt", n_prompt}, {"n_gen", n_gen},  {"depth", opts.depth},
-                   {"repetitions", reps},  {"n_ctx", cfg.n_ctx}, {"n_batch", cfg.n_batch},
-                   {"kv", kv_dtype_name(kv)}, {"clock", opts.cpu_clock ? "cpu" : "wall"}};
-    j["decode_bytes_per_token"] = report.decode_bytes;
+    // "depth": the largest of "depths" (what one -d gave before it took a list).
+    j["config"] = {{"n_prompt", n_prompt}, {"n_gen", n_gen},  {"depth", max_depth},
+                   {"depths", depths},     {"repetitions", reps},  {"n_ctx", cfg.n_ctx},
+                   {"n_batch", cfg.n_batch}, {"kv", kv_dtype_name(kv)},
+                   {"clock", opts.cpu_clock ? "cpu" : "wall"}};
+    // At "depth"; each decode row has its own.
+    j["decode_bytes_per_token"] = report.decode_bytes(max_depth);
     nlohmann::json rows = nlohmann::json::array();
     for (const BenchReport::Rec& r : report.rows) {
       nlohmann::json o = {{"backend", r.backend}, {"threads", r.threads}, {"test", r.test},
-                          {"supported", r.supported}};
+                          {"depth", r.depth},     {"supported", r.supported}};
       if (r.load >= 0) o["load"] = r.load;
       if (r.supported) {
         o["tps_mean"] = r.mean;
         o["tps_sd"] = r.sd;
       }
+      if (r.supported && r.decode_bytes >= 0) o["decode_bytes_per_token"] = r.decode_bytes;
       if (r.roofline_pct >= 0) o["vs_roofline_pct"] = r.roofline_pct;
       rows.push_back(o);
     }
     j["rows"] = rows;
+    j["depth_ratios"] = depth_ratios;
     nlohmann::json bws = nlohmann::json::array();
     for (const BandwidthResult& b : bw)
       bws.push_back({{"threads", b.threads},
