@@ -1,7 +1,8 @@
-// x86-64 AVX-512 (F/BW/VL) + VNNI kernels for the quantized matmuls (compiled with -mavx512f
-// -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c); every other entry is the AVX2 kernel
-// (float matmuls stream 2-4 bytes per weight and are memory-bound either way; the elementwise
-// kernels are a rounding error of a token's time).
+// x86-64 AVX-512 (F/BW/VL) + VNNI kernels for the quantized matmuls, the softmax and the f32 / f16
+// attention (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c);
+// every other entry is the AVX2 kernel (float matmuls stream 2-4 bytes per weight and are
+// memory-bound either way; the other elementwise kernels are a rounding error of a token's time,
+// where attention at depth is not: below, "f32 / f16 attention").
 //
 // One zmm holds two 32-groups (lanes 0-7: group g, lanes 8-15: group g+1). vpdpbusd multiplies
 // unsigned by signed bytes, so one side is offset into unsigned range and the offset's
