@@ -70,6 +70,10 @@ namespace ringlm::internal {
   void attn_accum_n_##isa(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,  \
                           uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,        \
                           bool v_f16, float* out);                                              \
+  void attn_dot_tiled_##isa(const float* q, uint32_t n_q, const void* k_tiles,                  \
+                            uint32_t tile_stride_elems, uint32_t j0, uint32_t j1,               \
+                            uint32_t head_dim, bool k_f16, float scale, float* out,             \
+                            uint32_t out_stride);                                               \
   void f32_to_f16_##isa(const float* x, uint16_t* out, uint32_t n);
 
 // ref.cc: the reference Q4K, Q5K, Q6K, Q5, Q4_1 and Q5_1 matmuls, for the tables with no kernel
@@ -104,6 +108,9 @@ void attn_dot_n_avx512(const float* q, uint32_t n_q, const void* k_rows,
 void attn_accum_n_avx512(const float* w, uint32_t n_q, uint32_t w_stride, const void* v_rows,
                          uint32_t row_stride_elems, uint32_t n_rows, uint32_t head_dim,
                          bool v_f16, float* out);
+void attn_dot_tiled_avx512(const float* q, uint32_t n_q, const void* k_tiles,
+                           uint32_t tile_stride_elems, uint32_t j0, uint32_t j1, uint32_t head_dim,
+                           bool k_f16, float scale, float* out, uint32_t out_stride);
 #elif defined(RINGLM_KERNELS_A64)
 RINGLM_DECLARE_KERNELS(neon)              // arm/neon.cc: ARMv8.0 AdvSIMD
 RINGLM_DECLARE_QUANT_MATMULS(dotprod)     // arm/dotprod.cc: + sdot (ARMv8.2 DotProd)

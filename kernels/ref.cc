@@ -317,6 +317,32 @@ void attn_accum_n_ref(const float* w, uint32_t n_q, uint32_t w_stride, const voi
   }
 }
 
+void attn_dot_tiled_ref(const float* q, uint32_t n_q, const void* k_tiles,
+                        uint32_t tile_stride_elems, uint32_t j0, uint32_t j1, uint32_t head_dim,
+                        bool k_f16, float scale, float* out, uint32_t out_stride) {
+  for (uint32_t u = 0; u < n_q; ++u) {
+    const float* qu = q + static_cast<size_t>(u) * head_dim;
+    for (uint32_t j = j0; j < j1; ++j) {
+      const size_t off = static_cast<size_t>(j / kAttnTile) * tile_stride_elems + j % kAttnTile;
+      float even = 0.0f, odd = 0.0f;
+      for (uint32_t i = 0; i < head_dim; i += 2) {
+        const size_t e = off + static_cast<size_t>(i) * kAttnTile;
+        float k0, k1;
+        if (k_f16) {
+          k0 = fp16_to_f32(static_cast<const uint16_t*>(k_tiles)[e]);
+          k1 = fp16_to_f32(static_cast<const uint16_t*>(k_tiles)[e + kAttnTile]);
+        } else {
+          k0 = static_cast<const float*>(k_tiles)[e];
+          k1 = static_cast<const float*>(k_tiles)[e + kAttnTile];
+        }
+        even += qu[i] * k0;
+        odd += qu[i + 1] * k1;
+      }
+      out[static_cast<size_t>(u) * out_stride + j] = scale * (even + odd);
+    }
+  }
+}
+
 const KernelTable kRef = {
     "ref",
     matmul_float_ref<false>,
@@ -339,6 +365,7 @@ const KernelTable kRef = {
     attn_accum_q8_ref,
     attn_dot_n_ref,
     attn_accum_n_ref,
+    attn_dot_tiled_ref,
     f32_to_f16_ref,
 };
 

@@ -22,7 +22,7 @@ namespace {
                                 rmsnorm_##base,      softmax_##attn,    swiglu_##base,           \
                                 attn_dot_##attn,     attn_accum_##attn, attn_dot_q8_##base,      \
                                 attn_accum_q8_##base, attn_dot_n_##attn, attn_accum_n_##attn,   \
-                                f32_to_f16_##base};
+                                attn_dot_tiled_##attn, f32_to_f16_##base};
 
 #if defined(RINGLM_KERNELS_X86)
 RINGLM_KERNEL_TABLE(avx512, avx2, avx512, avx512, avx512, avx512, avx512, avx512, avx512, avx512)

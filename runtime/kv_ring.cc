@@ -67,6 +67,87 @@ void kv_decode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const
   }
 }
 
+namespace {
+
+size_t kv_elem_bytes(rlm_kv_dtype dtype) { return dtype == RLM_KV_F16 ? 2 : 4; }
+
+// Byte offset of column c of slot `slot` in a tiled key sequence.
+inline size_t tile_offset(uint32_t kv_dim, uint32_t slot, uint32_t c, size_t elem) {
+  return ((static_cast<size_t>(slot / kAttnTile) * kAttnTile * kv_dim) +
+          static_cast<size_t>(c) * kAttnTile + slot % kAttnTile) * elem;
+}
+
+}  // namespace
+
+void kv_store_key(const KernelTable* k, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
+                  const float* x, void* keys, uint32_t slot) {
+  if (!kv_keys_tiled(dtype)) {
+    kv_encode_row(k, dtype, kv_dim, head_dim, x,
+                  static_cast<uint8_t*>(keys) +
+                      static_cast<size_t>(slot) * kv_row_bytes(dtype, kv_dim, head_dim));
+    return;
+  }
+  // Encoded 64 values at a time on the stack (the table's f16 conversion), then scattered.
+  constexpr uint32_t kChunk = 64;
+  union {
+    float f[kChunk];
+    uint16_t h[kChunk];
+  } tmp;
+  const size_t elem = kv_elem_bytes(dtype);
+  uint8_t* base = static_cast<uint8_t*>(keys);
+  for (uint32_t c0 = 0; c0 < kv_dim; c0 += kChunk) {
+    const uint32_t n = kv_dim - c0 < kChunk ? kv_dim - c0 : kChunk;
+    kv_encode_row(k, dtype, n, n, x + c0, &tmp);
+    for (uint32_t c = 0; c < n; ++c) {
+      memcpy(base + tile_offset(kv_dim, slot, c0 + c, elem),
+             reinterpret_cast<const uint8_t*>(&tmp) + c * elem, elem);
+    }
+  }
+}
+
+void kv_key_get(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* keys,
+                uint32_t slot, void* row) {
+  const size_t row_bytes = kv_row_bytes(dtype, kv_dim, head_dim);
+  if (!kv_keys_tiled(dtype)) {
+    memcpy(row, static_cast<const uint8_t*>(keys) + slot * row_bytes, row_bytes);
+    return;
+  }
+  const size_t elem = kv_elem_bytes(dtype);
+  for (uint32_t c = 0; c < kv_dim; ++c) {
+    memcpy(static_cast<uint8_t*>(row) + c * elem,
+           static_cast<const uint8_t*>(keys) + tile_offset(kv_dim, slot, c, elem), elem);
+  }
+}
+
+void kv_key_put(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* keys, uint32_t slot,
+                const void* row) {
+  const size_t row_bytes = kv_row_bytes(dtype, kv_dim, head_dim);
+  if (!kv_keys_tiled(dtype)) {
+    memcpy(static_cast<uint8_t*>(keys) + slot * row_bytes, row, row_bytes);
+    return;
+  }
+  const size_t elem = kv_elem_bytes(dtype);
+  for (uint32_t c = 0; c < kv_dim; ++c) {
+    memcpy(static_cast<uint8_t*>(keys) + tile_offset(kv_dim, slot, c, elem),
+           static_cast<const uint8_t*>(row) + c * elem, elem);
+  }
+}
+
+void kv_key_move(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* keys, uint32_t slot,
+                 ptrdiff_t delta) {
+  uint8_t* base = static_cast<uint8_t*>(keys);
+  if (!kv_keys_tiled(dtype)) {
+    const size_t row_bytes = kv_row_bytes(dtype, kv_dim, head_dim);
+    memcpy(base + slot * row_bytes + delta, base + slot * row_bytes, row_bytes);
+    return;
+  }
+  const size_t elem = kv_elem_bytes(dtype);
+  for (uint32_t c = 0; c < kv_dim; ++c) {
+    uint8_t* p = base + tile_offset(kv_dim, slot, c, elem);
+    memcpy(p + delta, p, elem);
+  }
+}
+
 void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t n_ctx,
                     uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, uint32_t head_dim,
                     rlm_kv_dtype dtype, uint32_t undo_cap, KvRing* r) {
@@ -86,7 +167,7 @@ void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t 
       r->layer_kind[l] = kind;
       r->layer_off[l] = total_slots * r->row_bytes;
     }
-    total_slots += r->geom[kind].n_ctx;
+    total_slots += kv_slots_stored(r->geom[kind].n_ctx);
   }
   r->k = a.alloc_2d(total_slots, r->row_bytes, 1, kArenaAlignment);
   r->v = a.alloc_2d(total_slots, r->row_bytes, 1, kArenaAlignment);
@@ -112,15 +193,16 @@ void undo_copy(KvRing* r, uint32_t l, uint64_t pos, uint32_t j, bool save) {
   if (pos < g.n_ctx) return;  // the slot never held an earlier position
   const size_t row = r->row_bytes;
   const size_t undo_off = (static_cast<size_t>(j) * r->n_layers + l) * row;
-  uint8_t* k = kv_row(*r, r->k, l, kv_slot(g, pos));
-  uint8_t* v = kv_row(*r, r->v, l, kv_slot(g, pos));
+  const uint32_t slot = kv_slot(g, pos);
+  uint8_t* keys = kv_row(*r, r->k, l, 0);
+  uint8_t* v = kv_row(*r, r->v, l, slot);
   uint8_t* uk = static_cast<uint8_t*>(r->undo_k) + undo_off;
   uint8_t* uv = static_cast<uint8_t*>(r->undo_v) + undo_off;
   if (save) {
-    memcpy(uk, k, row);
+    kv_key_get(r->dtype, r->kv_dim, r->head_dim, keys, slot, uk);
     memcpy(uv, v, row);
   } else {
-    memcpy(k, uk, row);
+    kv_key_put(r->dtype, r->kv_dim, r->head_dim, keys, slot, uk);
     memcpy(v, uv, row);
   }
 }

@@ -19,6 +19,7 @@
 #ifndef RINGLM_RUNTIME_KV_RING_H_
 #define RINGLM_RUNTIME_KV_RING_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "arena.h"
@@ -58,15 +59,40 @@ void kv_encode_row(const KernelTable* k, rlm_kv_dtype dtype, uint32_t kv_dim, ui
 void kv_decode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* src,
                    float* x);
 
+// Key rows of the f32 / f16 cache (ring and beam slots alike) are stored in tiles of kAttnTile
+// slots, attn_dot_tiled's operand: in a sequence of slots starting at `base` (slot 0 at a tile's
+// first lane), column c of slot s is element (s / kAttnTile) * kAttnTile * kv_dim + c * kAttnTile
+// + s % kAttnTile, so tile t holds the row_bytes * kAttnTile bytes from t * kAttnTile rows in.
+// q8 keys (their scale sits in the row) and every value row are stored as rows. Either way a
+// sequence of n slots takes kv_slots_stored(n) rows' bytes.
+inline bool kv_keys_tiled(rlm_kv_dtype dtype) { return dtype != RLM_KV_Q8; }
+inline uint32_t kv_slots_stored(uint32_t n) { return (n + kAttnTile - 1) / kAttnTile * kAttnTile; }
+// Encodes the kv_dim floats of `x` (as kv_encode_row) into key slot `slot` of the sequence at
+// `keys`, tiled or as a row by dtype.
+void kv_store_key(const KernelTable* k, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
+                  const float* x, void* keys, uint32_t slot);
+// Copies key slot `slot` of the sequence at `keys` to / from an encoded row (row_bytes): how
+// undo, snapshots and tests see a key whatever its layout.
+void kv_key_get(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* keys,
+                uint32_t slot, void* row);
+void kv_key_put(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* keys, uint32_t slot,
+                const void* row);
+// Copies key slot `slot` of the sequence at `keys` to the same slot of the sequence `delta` bytes
+// away (a session copy: same geometry, other block).
+void kv_key_move(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* keys, uint32_t slot,
+                 ptrdiff_t delta);
+
 struct KvRing {
   uint32_t n_layers, kv_dim, head_dim;
   rlm_kv_dtype dtype;
   size_t row_bytes;       // kv_row_bytes(dtype, kv_dim, head_dim)
   KvGeom geom[2];         // [kKvGlobal], [kKvLocal] (local unused without local layers)
   uint8_t* layer_kind;    // (n_layers) KvKind of each layer
-  uint64_t* layer_off;    // (n_layers) byte offset of the layer's (slots, row_bytes) block
-  void* k;                // (Σ_layers slots(layer), row_bytes) rows of rotated keys
-  void* v;                // same shape
+  uint64_t* layer_off;    // (n_layers) byte offset of the layer's block of
+                          // kv_slots_stored(slots) rows
+  void* k;                // (Σ_layers kv_slots_stored(slots(layer)), row_bytes) rotated keys,
+                          // tiled as kv_keys_tiled says
+  void* v;                // same shape, rows
   int32_t* tokens;        // (geom[kKvGlobal].n_ctx) token held by each global slot
   // Undo area of speculative positions (sessions with max_draft > 0): before a pass writes
   // positions that may be rejected, the slots they overwrite are saved here, and restored when
@@ -85,7 +111,8 @@ void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t 
                     uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, uint32_t head_dim,
                     rlm_kv_dtype dtype, uint32_t undo_cap, KvRing* r);
 
-// Row of layer l's slot in `base` (kv.k or kv.v).
+// Row of layer l's slot in `base` (kv.k or kv.v). For tiled keys, only slot 0's is meaningful:
+// the start of the layer's key tiles.
 inline uint8_t* kv_row(const KvRing& r, void* base, uint32_t l, uint32_t slot) {
   return static_cast<uint8_t*>(base) + r.layer_off[l] + static_cast<size_t>(slot) * r.row_bytes;
 }

@@ -87,6 +87,14 @@ struct Io {
     else if (mode == Mode::kCopy) memcpy(static_cast<uint8_t*>(p) + delta, p, len);
     n += len;
   }
+  // Key slot `slot` of the key sequence at `keys` (kv_ring.h), as its encoded row: the snapshot
+  // holds rows whatever the cache's key layout.
+  void key(const KvRing& kv, void* keys, uint32_t slot) {
+    if (mode == Mode::kSave) kv_key_get(kv.dtype, kv.kv_dim, kv.head_dim, keys, slot, out + n);
+    else if (mode == Mode::kRestore) kv_key_put(kv.dtype, kv.kv_dim, kv.head_dim, keys, slot, in + n);
+    else if (mode == Mode::kCopy) kv_key_move(kv.dtype, kv.kv_dim, kv.head_dim, keys, slot, delta);
+    n += kv.row_bytes;
+  }
 };
 
 const char* kv_dtype_name(uint32_t dtype) {
@@ -138,10 +146,9 @@ void body(SessionImpl* s, const Header& h, Io& io) {
     const uint32_t kind = kv.layer_kind[l];
     const Live live{h.n_past, h.ring_ctx[kind], h.ring_sink[kind]};
     const KvGeom& g = kv.geom[kind];
-    for (void* base : {kv.k, kv.v}) {
-      for (uint32_t i = 0; i < live.count(); ++i) {
-        io.raw(kv_row(kv, base, l, kv_slot(g, live.at(i))), row);
-      }
+    for (uint32_t i = 0; i < live.count(); ++i) io.key(kv, kv_row(kv, kv.k, l, 0), kv_slot(g, live.at(i)));
+    for (uint32_t i = 0; i < live.count(); ++i) {
+      io.raw(kv_row(kv, kv.v, l, kv_slot(g, live.at(i))), row);
     }
   }
   const Live glive{h.n_past, h.ring_ctx[kKvGlobal], h.ring_sink[kKvGlobal]};

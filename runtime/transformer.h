@@ -74,14 +74,16 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
                         rlm_kv_dtype kv_dtype, uint32_t n_batch, uint32_t n_threads,
                         uint32_t max_draft, uint32_t logit_rows, Transformer* t);
 
-// Beam storage: the K/V rows each beam adds after the shared prefix, in the ring's dtype, at
-// ((layer * max_beams + slot) * max_len + row) * kv_dim. Rows belong to beam slots, not to beams:
+// Beam storage: the K/V rows each beam adds after the shared prefix, in the ring's dtype and key
+// layout (kv_ring.h), layer l's slot `slot` a sequence of slot_rows rows from
+// ((l * max_beams + slot) * slot_rows) * row_bytes. Rows belong to beam slots, not to beams:
 // a beam that continues its parent keeps the parent's slot, so reordering copies only the rows of
 // beams that fork (beam.h).
 struct BeamKv {
-  void* k;                  // (n_layers, max_beams, max_len, row_bytes): rows as in the ring
-  void* v;                  // same
+  void* k;                  // (n_layers, max_beams, slot_rows, row_bytes): keys as in the ring
+  void* v;                  // same, rows
   uint32_t max_beams, max_len;
+  uint32_t slot_rows;       // kv_slots_stored(max_len): whole key tiles
   size_t row_bytes;         // the ring's kv_row_bytes
 };
 

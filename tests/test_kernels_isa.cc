@@ -16,6 +16,8 @@
 //   attn_dot                     |out - ref| <= 1e-5 * scale * sum_i |q_i k_i|
 //   attn_accum                   |out - ref| <= 1e-5 * (|out_i| + sum_j |w_j v_ji|), and rows in
 //                                two calls equal one call bit for bit
+//   attn_dot_tiled               attn_dot's bound; entries outside [j0, j1) untouched; n_q
+//                                queries bit for bit the one-query calls
 //   attn_dot_q8, attn_accum_q8   the same bounds over the rows' values s_j * k_j[i]; the
 //                                reference also against the float64 math
 //   rmsnorm                      relative 1e-5 per value (the mean square is reordered)
@@ -25,7 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <limits>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -715,6 +719,64 @@ TEST_P(KernelsIsa, AttnGroupedEqualsPerQuery) {
   }
 }
 
+// Tiled keys (attn_dot_tiled): tiles of kAttnTile positions, column i of position j at
+// (j / 16) * tile_stride + i * 16 + j % 16, with other heads' columns between tiles (the ring's
+// layout). Ranges that start and end inside tiles; the lanes outside hold NaN, which must not
+// reach the kept scores.
+TEST_P(KernelsIsa, AttnDotTiled) {
+  std::mt19937 rng(41);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (bool f16 : {false, true}) {
+    for (uint32_t hd : {2u, 8u, 14u, 64u, 80u, 128u, 256u}) {
+      for (uint32_t n_q : {1u, 2u, 3u, 4u, 5u, 8u}) {
+        for (auto [j0, j1] : {std::pair<uint32_t, uint32_t>{0, 1}, {0, 16}, {3, 16}, {0, 37},
+                              {5, 70}, {16, 48}, {17, 31}, {7, 7}}) {
+          SCOPED_TRACE(testing::Message() << "f16 " << f16 << " hd " << hd << " n_q " << n_q
+                                          << " [" << j0 << ", " << j1 << ")");
+          const uint32_t tiles = (j1 + kAttnTile - 1) / kAttnTile + 1;
+          const uint32_t ts = hd * kAttnTile * 3;  // two other heads' columns between tiles
+          std::vector<float> kf(size_t{tiles} * ts + 1, nan);
+          for (uint32_t j = j0; j < j1; ++j) {
+            for (uint32_t i = 0; i < hd; ++i) {
+              kf[size_t{j / kAttnTile} * ts + i * kAttnTile + j % kAttnTile] =
+                  std::normal_distribution<float>(0.0f, 1.0f)(rng);
+            }
+          }
+          std::vector<uint16_t> kh(kf.size());
+          for (size_t i = 0; i < kf.size(); ++i) kh[i] = f32_to_fp16(kf[i]);
+          const void* kp = f16 ? static_cast<const void*>(kh.data()) : kf.data();
+          const std::vector<float> q = normal(rng, size_t{n_q} * hd, 1.0f);
+          const uint32_t os = j1 + 19;
+          const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+          std::vector<float> o(size_t{n_q} * os, kSentinel), orf = o, one = o;
+          k_->attn_dot_tiled(q.data(), n_q, kp, ts, j0, j1, hd, f16, scale, o.data(), os);
+          ref_->attn_dot_tiled(q.data(), n_q, kp, ts, j0, j1, hd, f16, scale, orf.data(), os);
+          for (uint32_t u = 0; u < n_q; ++u) {
+            k_->attn_dot_tiled(q.data() + u * hd, 1, kp, ts, j0, j1, hd, f16, scale,
+                               one.data() + u * os, 0);
+          }
+          ASSERT_EQ(0, memcmp(o.data(), one.data(), o.size() * sizeof(float)));
+          for (uint32_t u = 0; u < n_q; ++u) {
+            for (uint32_t j = 0; j < os; ++j) {
+              const size_t at = size_t{u} * os + j;
+              if (j < j0 || j >= j1) {
+                ASSERT_EQ(o[at], kSentinel) << "wrote outside the range: q " << u << " j " << j;
+                continue;
+              }
+              double mag = 0;
+              for (uint32_t i = 0; i < hd; ++i) {
+                const size_t e = size_t{j / kAttnTile} * ts + i * kAttnTile + j % kAttnTile;
+                mag += fabs(double{q[u * hd + i]} * (f16 ? fp16_to_f32(kh[e]) : kf[e]));
+              }
+              ASSERT_NEAR(o[at], orf[at], 1e-5 * scale * mag + 1e-30) << "q " << u << " j " << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // q8 KV rows: (stride bytes) = head_dim int8 values at the row start, the row's f32 scale at
 // scale_off, as the ring stores them (kv_ring.h); the stride is a multiple of 4 (the ring pads
 // its rows so scales stay aligned) with other heads' bytes between rows.
@@ -848,7 +910,7 @@ TEST(KernelsSelect, OverridesAndAvailability) {
                 t->matmul_q4_1 && t->matmul_q5_1 &&
                 t->quantize_acts && t->rmsnorm && t->softmax && t->swiglu && t->attn_dot &&
                 t->attn_accum && t->attn_dot_q8 && t->attn_accum_q8 && t->attn_dot_n &&
-                t->attn_accum_n)
+                t->attn_accum_n && t->attn_dot_tiled && t->f32_to_f16)
         << t->name;
   }
 }

@@ -1238,6 +1238,82 @@ void attn_accum_impl(const float* w, const void* v_rows, uint32_t row_stride_ele
 
 }  // namespace
 
+namespace {
+
+// attn_dot_tiled, a tile (two 8-lane halves) for NQ <= 3 queries: one chain per half, query and
+// column parity (12 accumulators for 3 queries, with the column's two halves and a broadcast:
+// 15 of the 16 registers), each column converted once for all queries.
+template <bool F16, int NQ>
+void tiled_tile8(const float* q, uint32_t head_dim, const void* k, size_t e, float scale,
+                 float (&res)[NQ][kAttnTile]) {
+  __m256 ev[NQ][2], od[NQ][2];
+#pragma GCC unroll 4
+  for (int u = 0; u < NQ; ++u) ev[u][0] = ev[u][1] = od[u][0] = od[u][1] = _mm256_setzero_ps();
+  for (uint32_t i = 0; i < head_dim; i += 2) {
+    const size_t c = e + static_cast<size_t>(i) * kAttnTile;
+    const __m256 k0a = load_w8<F16>(k, c), k0b = load_w8<F16>(k, c + 8);
+#pragma GCC unroll 4
+    for (int u = 0; u < NQ; ++u) {
+      const __m256 qe = _mm256_broadcast_ss(q + u * head_dim + i);
+      ev[u][0] = _mm256_fmadd_ps(qe, k0a, ev[u][0]);
+      ev[u][1] = _mm256_fmadd_ps(qe, k0b, ev[u][1]);
+    }
+    const __m256 k1a = load_w8<F16>(k, c + kAttnTile), k1b = load_w8<F16>(k, c + kAttnTile + 8);
+#pragma GCC unroll 4
+    for (int u = 0; u < NQ; ++u) {
+      const __m256 qo = _mm256_broadcast_ss(q + u * head_dim + i + 1);
+      od[u][0] = _mm256_fmadd_ps(qo, k1a, od[u][0]);
+      od[u][1] = _mm256_fmadd_ps(qo, k1b, od[u][1]);
+    }
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+#pragma GCC unroll 4
+  for (int u = 0; u < NQ; ++u) {
+    _mm256_storeu_ps(res[u], _mm256_mul_ps(s, _mm256_add_ps(ev[u][0], od[u][0])));
+    _mm256_storeu_ps(res[u] + 8, _mm256_mul_ps(s, _mm256_add_ps(ev[u][1], od[u][1])));
+  }
+}
+
+template <bool F16, int NQ>
+void tiled_range8(const float* q, const void* k, uint32_t ts, uint32_t j0, uint32_t j1,
+                  uint32_t head_dim, float scale, float* out, uint32_t os) {
+  const uint32_t t_end = (j1 + kAttnTile - 1) / kAttnTile;
+  for (uint32_t t = j0 / kAttnTile; t < t_end; ++t) {
+    alignas(32) float r[NQ][kAttnTile];
+    tiled_tile8<F16, NQ>(q, head_dim, k, static_cast<size_t>(t) * ts, scale, r);
+    const uint32_t base = t * kAttnTile;
+    const uint32_t lo = j0 > base ? j0 - base : 0;
+    const uint32_t hi = j1 - base < kAttnTile ? j1 - base : kAttnTile;
+    for (int u = 0; u < NQ; ++u) {
+      memcpy(out + u * size_t{os} + base + lo, r[u] + lo, (hi - lo) * sizeof(float));
+    }
+  }
+}
+
+template <bool F16>
+void tiled8(const float* q, uint32_t n_q, const void* k, uint32_t ts, uint32_t j0, uint32_t j1,
+            uint32_t head_dim, float scale, float* out, uint32_t os) {
+  if (j0 >= j1) return;
+  for (uint32_t u = 0; u < n_q; u += 3) {
+    const float* qu = q + static_cast<size_t>(u) * head_dim;
+    float* o = out + static_cast<size_t>(u) * os;
+    switch (n_q - u) {
+      case 1: tiled_range8<F16, 1>(qu, k, ts, j0, j1, head_dim, scale, o, os); break;
+      case 2: tiled_range8<F16, 2>(qu, k, ts, j0, j1, head_dim, scale, o, os); break;
+      default: tiled_range8<F16, 3>(qu, k, ts, j0, j1, head_dim, scale, o, os); break;
+    }
+  }
+}
+
+}  // namespace
+
+void attn_dot_tiled_avx2(const float* q, uint32_t n_q, const void* k_tiles,
+                         uint32_t tile_stride_elems, uint32_t j0, uint32_t j1, uint32_t head_dim,
+                         bool k_f16, float scale, float* out, uint32_t out_stride) {
+  if (k_f16) tiled8<true>(q, n_q, k_tiles, tile_stride_elems, j0, j1, head_dim, scale, out, out_stride);
+  else tiled8<false>(q, n_q, k_tiles, tile_stride_elems, j0, j1, head_dim, scale, out, out_stride);
+}
+
 void attn_accum_avx2(const float* w, const void* v_rows, uint32_t row_stride_elems,
                      uint32_t n_rows, uint32_t head_dim, bool v_f16, float* out) {
   if (v_f16) attn_accum_impl<true>(w, v_rows, row_stride_elems, n_rows, head_dim, out);

@@ -1713,6 +1713,91 @@ void accum_n16(const float* w, uint32_t n_q, size_t w_stride, const void* v_rows
   }
 }
 
+// attn_dot_tiled over NT tiles (tile t's first element at e + t * ts) for NQ queries: one chain
+// per tile, query and column parity (2 * NT * NQ accumulators, 12 for 2 x 3: enough chains to
+// keep both FMA pipes busy), each tile's column converted once for all queries.
+template <bool F16, int NQ, int NT>
+inline void tiled_scores16(const float* q, uint32_t head_dim, const void* k, size_t e, size_t ts,
+                           float scale, __m512 (&res)[NT][NQ]) {
+  __m512 ev[NT][NQ], od[NT][NQ];
+#pragma GCC unroll 2
+  for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 4
+    for (int u = 0; u < NQ; ++u) ev[t][u] = od[t][u] = _mm512_setzero_ps();
+  }
+  for (uint32_t i = 0; i < head_dim; i += 2) {
+    __m512 k0[NT], k1[NT];
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; ++t) {
+      k0[t] = load_w16<F16>(k, e + t * ts + static_cast<size_t>(i) * kAttnTile);
+      k1[t] = load_w16<F16>(k, e + t * ts + static_cast<size_t>(i + 1) * kAttnTile);
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < NQ; ++u) {
+      const __m512 qe = _mm512_set1_ps(q[u * head_dim + i]);
+      const __m512 qo = _mm512_set1_ps(q[u * head_dim + i + 1]);
+#pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        ev[t][u] = _mm512_fmadd_ps(qe, k0[t], ev[t][u]);
+        od[t][u] = _mm512_fmadd_ps(qo, k1[t], od[t][u]);
+      }
+    }
+  }
+  const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 2
+  for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 4
+    for (int u = 0; u < NQ; ++u) res[t][u] = _mm512_mul_ps(s, _mm512_add_ps(ev[t][u], od[t][u]));
+  }
+}
+
+// Lanes of the tile starting at position `base` that fall in [j0, j1).
+inline __mmask16 tile_mask(uint32_t base, uint32_t j0, uint32_t j1) {
+  const uint32_t lo = j0 > base ? j0 - base : 0;
+  const uint32_t hi = j1 - base < kAttnTile ? j1 - base : kAttnTile;
+  return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+template <bool F16, int NQ>
+void tiled_range16(const float* q, const void* k, uint32_t ts, uint32_t j0, uint32_t j1,
+                   uint32_t head_dim, float scale, float* out, uint32_t os) {
+  uint32_t t = j0 / kAttnTile;
+  const uint32_t t_end = (j1 + kAttnTile - 1) / kAttnTile;
+  for (; t + 2 <= t_end; t += 2) {
+    __m512 r[2][NQ];
+    tiled_scores16<F16, NQ, 2>(q, head_dim, k, static_cast<size_t>(t) * ts, ts, scale, r);
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t base = (t + i) * kAttnTile;
+      const __mmask16 m = tile_mask(base, j0, j1);
+      for (int u = 0; u < NQ; ++u) _mm512_mask_storeu_ps(out + u * size_t{os} + base, m, r[i][u]);
+    }
+  }
+  if (t < t_end) {
+    __m512 r[1][NQ];
+    tiled_scores16<F16, NQ, 1>(q, head_dim, k, static_cast<size_t>(t) * ts, ts, scale, r);
+    const uint32_t base = t * kAttnTile;
+    const __mmask16 m = tile_mask(base, j0, j1);
+    for (int u = 0; u < NQ; ++u) _mm512_mask_storeu_ps(out + u * size_t{os} + base, m, r[0][u]);
+  }
+}
+
+// Queries 4 at a time (22 registers for 2 tiles), then the rest.
+template <bool F16>
+void tiled16(const float* q, uint32_t n_q, const void* k, uint32_t ts, uint32_t j0, uint32_t j1,
+             uint32_t head_dim, float scale, float* out, uint32_t os) {
+  if (j0 >= j1) return;
+  for (uint32_t u = 0; u < n_q; u += 4) {
+    const float* qu = q + static_cast<size_t>(u) * head_dim;
+    float* o = out + static_cast<size_t>(u) * os;
+    switch (n_q - u) {
+      case 1: tiled_range16<F16, 1>(qu, k, ts, j0, j1, head_dim, scale, o, os); break;
+      case 2: tiled_range16<F16, 2>(qu, k, ts, j0, j1, head_dim, scale, o, os); break;
+      case 3: tiled_range16<F16, 3>(qu, k, ts, j0, j1, head_dim, scale, o, os); break;
+      default: tiled_range16<F16, 4>(qu, k, ts, j0, j1, head_dim, scale, o, os); break;
+    }
+  }
+}
+
 }  // namespace
 
 void attn_dot_avx512(const float* q, const void* k_rows, uint32_t row_stride_elems,
@@ -1747,6 +1832,13 @@ void attn_accum_n_avx512(const float* w, uint32_t n_q, uint32_t w_stride, const 
                          bool v_f16, float* out) {
   if (v_f16) accum_n16<true>(w, n_q, w_stride, v_rows, row_stride_elems, n_rows, head_dim, out);
   else accum_n16<false>(w, n_q, w_stride, v_rows, row_stride_elems, n_rows, head_dim, out);
+}
+
+void attn_dot_tiled_avx512(const float* q, uint32_t n_q, const void* k_tiles,
+                           uint32_t tile_stride_elems, uint32_t j0, uint32_t j1, uint32_t head_dim,
+                           bool k_f16, float scale, float* out, uint32_t out_stride) {
+  if (k_f16) tiled16<true>(q, n_q, k_tiles, tile_stride_elems, j0, j1, head_dim, scale, out, out_stride);
+  else tiled16<false>(q, n_q, k_tiles, tile_stride_elems, j0, j1, head_dim, scale, out, out_stride);
 }
 
 // Decode 8 rows x 1 token, prefill 4 x 4, as Q4kQuad.
