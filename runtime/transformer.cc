@@ -269,6 +269,18 @@ inline void prefetch_share(const uint8_t* p, size_t bytes, uint32_t r, uint32_t 
   for (size_t l = l0; l < l1; ++l) __builtin_prefetch(p + l * 64, 0, 3);
 }
 
+// Prefetches bytes [off, off + bytes) of each of `rows` rows (`stride` apart) from p: one KV
+// head's columns of a block, for a thread that reads only some heads (prefetch_share would fetch
+// the other threads' columns too).
+inline void prefetch_cols(const uint8_t* p, size_t stride, uint32_t rows, size_t off, size_t bytes) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    const uintptr_t b = reinterpret_cast<uintptr_t>(p + r * stride + off);
+    for (uintptr_t l = b & ~uintptr_t{63}; l < b + bytes; l += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(l), 0, 3);
+    }
+  }
+}
+
 // Attention of one token at `pos` (its K/V already stored) for heads [h0, h1); out(q_dim).
 // `scratch` selects the calling thread's buffers.
 void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
@@ -312,19 +324,30 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   // follows better than the block prefetch (SmolLM2-135M shape, f16 KV, 2,048 rows, AVX-512, the
   // 30 layers' scores per token, best of rounds: 0.75-0.82 ms without, 1.0-1.1 ms with; two-tile
   // blocks, each head's part of a tile 6 KiB from the next, took 1.75-1.9 ms). A thread with only
-  // some heads skips the others' columns: it prefetches its share. Row keys (q8): blocks of about
-  // 8 KiB, prefetched as the values.
+  // some KV heads skips the others' columns, so it prefetches exactly its heads' columns of the
+  // next block (keys and values): prefetching whole blocks there fetched every other thread's
+  // columns too (with a KV head per part, three times the bytes it reads). Row keys (q8): blocks
+  // of about 8 KiB, prefetched as the values.
   const bool tiled = kv_keys_tiled(kv.dtype);
+  const bool all_heads = runs == hp.n_kv_heads;
+  const size_t elem = kv.dtype == RLM_KV_F32 ? 4 : kv.dtype == RLM_KV_F16 ? 2 : 1;
   const uint32_t k_block = tiled ? kAttnTile : attn_block_rows(kv.row_bytes);
-  const bool k_prefetch = !tiled || runs < hp.n_kv_heads;
   // Blocks start at whole tiles; a block's slots below n_sinks were scored above.
   for (uint32_t j0 = 0; j0 < visible; j0 += k_block) {
     const uint32_t nb = visible - j0 < k_block ? visible - j0 : k_block;
     const uint32_t nb_next = visible - j0 - nb < k_block ? visible - j0 - nb : k_block;
     const uint32_t lo = j0 > n_sinks ? j0 : n_sinks;
     for (uint32_t a = h0; a < h1; a = run_end(a)) {
-      if (k_prefetch) {
-        prefetch_share(kbase + (j0 + nb) * kv.row_bytes, kv_slots_stored(nb_next) * kv.row_bytes,
+      if (nb_next == 0) {
+      } else if (!all_heads && tiled) {
+        // This head's columns of the next tile: contiguous.
+        prefetch_cols(kbase + (j0 + nb) * kv.row_bytes, 0, 1,
+                      static_cast<size_t>(a / group) * hd * kAttnTile * elem, hd * kAttnTile * elem);
+      } else if (!all_heads) {
+        prefetch_cols(kbase + (j0 + nb) * kv.row_bytes, kv.row_bytes, nb_next,
+                      kv_head_offset(kv.dtype, a / group, hd), hd * elem);
+      } else if (!tiled) {
+        prefetch_share(kbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
                        a / group - h0 / group, runs);
       }
       kv_scores_seq(t->k, kv, qrot + (a - h0) * hd, run_end(a) - a, kbase, a / group, lo,
@@ -342,8 +365,13 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
     const uint32_t nb = visible - j0 < block ? visible - j0 : block;
     const uint32_t nb_next = visible - j0 - nb < block ? visible - j0 - nb : block;
     for (uint32_t a = h0; a < h1; a = run_end(a)) {
-      prefetch_share(vbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
-                     a / group - h0 / group, runs);
+      if (all_heads) {
+        prefetch_share(vbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
+                       a / group - h0 / group, runs);
+      } else {
+        prefetch_cols(vbase + (j0 + nb) * kv.row_bytes, kv.row_bytes, nb_next,
+                      kv_head_offset(kv.dtype, a / group, hd), hd * elem);
+      }
       kv_mix_n(t->k, kv, att + (a - h0) * n_ctx + j0, run_end(a) - a, n_ctx,
                vbase + j0 * kv.row_bytes, a / group, nb, out + a * hd);
     }
