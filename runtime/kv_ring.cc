@@ -71,80 +71,97 @@ namespace {
 
 size_t kv_elem_bytes(rlm_kv_dtype dtype) { return dtype == RLM_KV_F16 ? 2 : 4; }
 
-// Byte offset of column c of slot `slot` in a tiled key sequence.
-inline size_t tile_offset(uint32_t kv_dim, uint32_t slot, uint32_t c, size_t elem) {
-  return ((static_cast<size_t>(slot / kAttnTile) * kAttnTile * kv_dim) +
-          static_cast<size_t>(c) * kAttnTile + slot % kAttnTile) * elem;
+// Runs of a tiled slot: the slot's columns [c, c + run) are contiguous in both its row and its
+// tile from column c on (keys: one column; values: a head's head_dim columns).
+inline uint32_t tile_run(KvPlane plane, uint32_t head_dim) { return plane == kKvKeys ? 1 : head_dim; }
+
+// Byte offset of column c of slot `slot` in a tiled sequence (kv_ring.h).
+inline size_t tile_offset(KvPlane plane, uint32_t kv_dim, uint32_t head_dim, uint32_t slot,
+                          uint32_t c, size_t elem) {
+  const size_t tile = static_cast<size_t>(slot / kAttnTile) * kAttnTile * kv_dim;
+  const uint32_t lane = slot % kAttnTile;
+  if (plane == kKvKeys) return (tile + static_cast<size_t>(c) * kAttnTile + lane) * elem;
+  const uint32_t h = c / head_dim, i = c % head_dim;
+  return (tile + (static_cast<size_t>(h) * kAttnTile + lane) * head_dim + i) * elem;
 }
 
 }  // namespace
 
-void kv_store_key(const KernelTable* k, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
-                  const float* x, void* keys, uint32_t slot) {
-  if (!kv_keys_tiled(dtype)) {
+void kv_store_slot(const KernelTable* k, KvPlane plane, rlm_kv_dtype dtype, uint32_t kv_dim,
+                   uint32_t head_dim, const float* x, void* base, uint32_t slot) {
+  if (!kv_tiled(dtype)) {
     kv_encode_row(k, dtype, kv_dim, head_dim, x,
-                  static_cast<uint8_t*>(keys) +
+                  static_cast<uint8_t*>(base) +
                       static_cast<size_t>(slot) * kv_row_bytes(dtype, kv_dim, head_dim));
     return;
   }
-  // Encoded 64 values at a time on the stack (the table's f16 conversion), then scattered.
+  // Encoded 64 values at a time on the stack (the table's f16 conversion), then placed.
   constexpr uint32_t kChunk = 64;
   union {
     float f[kChunk];
     uint16_t h[kChunk];
   } tmp;
   const size_t elem = kv_elem_bytes(dtype);
-  uint8_t* base = static_cast<uint8_t*>(keys);
+  const uint32_t run = tile_run(plane, head_dim);
+  uint8_t* b = static_cast<uint8_t*>(base);
   for (uint32_t c0 = 0; c0 < kv_dim; c0 += kChunk) {
     const uint32_t n = kv_dim - c0 < kChunk ? kv_dim - c0 : kChunk;
     kv_encode_row(k, dtype, n, n, x + c0, &tmp);
-    for (uint32_t c = 0; c < n; ++c) {
-      memcpy(base + tile_offset(kv_dim, slot, c0 + c, elem),
-             reinterpret_cast<const uint8_t*>(&tmp) + c * elem, elem);
+    for (uint32_t c = 0; c < n;) {
+      // Up to the end of the column's run or of the chunk.
+      const uint32_t end_run = ((c0 + c) / run + 1) * run - c0;
+      const uint32_t len = (end_run < n ? end_run : n) - c;
+      memcpy(b + tile_offset(plane, kv_dim, head_dim, slot, c0 + c, elem),
+             reinterpret_cast<const uint8_t*>(&tmp) + c * elem, len * elem);
+      c += len;
     }
   }
 }
 
-void kv_key_get(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* keys,
-                uint32_t slot, void* row) {
+void kv_slot_get(KvPlane plane, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
+                 const void* base, uint32_t slot, void* row) {
   const size_t row_bytes = kv_row_bytes(dtype, kv_dim, head_dim);
-  if (!kv_keys_tiled(dtype)) {
-    memcpy(row, static_cast<const uint8_t*>(keys) + slot * row_bytes, row_bytes);
+  if (!kv_tiled(dtype)) {
+    memcpy(row, static_cast<const uint8_t*>(base) + slot * row_bytes, row_bytes);
     return;
   }
   const size_t elem = kv_elem_bytes(dtype);
-  for (uint32_t c = 0; c < kv_dim; ++c) {
+  const uint32_t run = tile_run(plane, head_dim);
+  for (uint32_t c = 0; c < kv_dim; c += run) {
     memcpy(static_cast<uint8_t*>(row) + c * elem,
-           static_cast<const uint8_t*>(keys) + tile_offset(kv_dim, slot, c, elem), elem);
+           static_cast<const uint8_t*>(base) + tile_offset(plane, kv_dim, head_dim, slot, c, elem),
+           run * elem);
   }
 }
 
-void kv_key_put(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* keys, uint32_t slot,
-                const void* row) {
+void kv_slot_put(KvPlane plane, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* base,
+                 uint32_t slot, const void* row) {
   const size_t row_bytes = kv_row_bytes(dtype, kv_dim, head_dim);
-  if (!kv_keys_tiled(dtype)) {
-    memcpy(static_cast<uint8_t*>(keys) + slot * row_bytes, row, row_bytes);
+  if (!kv_tiled(dtype)) {
+    memcpy(static_cast<uint8_t*>(base) + slot * row_bytes, row, row_bytes);
     return;
   }
   const size_t elem = kv_elem_bytes(dtype);
-  for (uint32_t c = 0; c < kv_dim; ++c) {
-    memcpy(static_cast<uint8_t*>(keys) + tile_offset(kv_dim, slot, c, elem),
-           static_cast<const uint8_t*>(row) + c * elem, elem);
+  const uint32_t run = tile_run(plane, head_dim);
+  for (uint32_t c = 0; c < kv_dim; c += run) {
+    memcpy(static_cast<uint8_t*>(base) + tile_offset(plane, kv_dim, head_dim, slot, c, elem),
+           static_cast<const uint8_t*>(row) + c * elem, run * elem);
   }
 }
 
-void kv_key_move(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* keys, uint32_t slot,
-                 ptrdiff_t delta) {
-  uint8_t* base = static_cast<uint8_t*>(keys);
-  if (!kv_keys_tiled(dtype)) {
+void kv_slot_move(KvPlane plane, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
+                  void* base, uint32_t slot, ptrdiff_t delta) {
+  uint8_t* b = static_cast<uint8_t*>(base);
+  if (!kv_tiled(dtype)) {
     const size_t row_bytes = kv_row_bytes(dtype, kv_dim, head_dim);
-    memcpy(base + slot * row_bytes + delta, base + slot * row_bytes, row_bytes);
+    memcpy(b + slot * row_bytes + delta, b + slot * row_bytes, row_bytes);
     return;
   }
   const size_t elem = kv_elem_bytes(dtype);
-  for (uint32_t c = 0; c < kv_dim; ++c) {
-    uint8_t* p = base + tile_offset(kv_dim, slot, c, elem);
-    memcpy(p + delta, p, elem);
+  const uint32_t run = tile_run(plane, head_dim);
+  for (uint32_t c = 0; c < kv_dim; c += run) {
+    uint8_t* p = b + tile_offset(plane, kv_dim, head_dim, slot, c, elem);
+    memcpy(p + delta, p, run * elem);
   }
 }
 
@@ -195,15 +212,15 @@ void undo_copy(KvRing* r, uint32_t l, uint64_t pos, uint32_t j, bool save) {
   const size_t undo_off = (static_cast<size_t>(j) * r->n_layers + l) * row;
   const uint32_t slot = kv_slot(g, pos);
   uint8_t* keys = kv_row(*r, r->k, l, 0);
-  uint8_t* v = kv_row(*r, r->v, l, slot);
+  uint8_t* vals = kv_row(*r, r->v, l, 0);
   uint8_t* uk = static_cast<uint8_t*>(r->undo_k) + undo_off;
   uint8_t* uv = static_cast<uint8_t*>(r->undo_v) + undo_off;
   if (save) {
-    kv_key_get(r->dtype, r->kv_dim, r->head_dim, keys, slot, uk);
-    memcpy(uv, v, row);
+    kv_slot_get(kKvKeys, r->dtype, r->kv_dim, r->head_dim, keys, slot, uk);
+    kv_slot_get(kKvValues, r->dtype, r->kv_dim, r->head_dim, vals, slot, uv);
   } else {
-    kv_key_put(r->dtype, r->kv_dim, r->head_dim, keys, slot, uk);
-    memcpy(v, uv, row);
+    kv_slot_put(kKvKeys, r->dtype, r->kv_dim, r->head_dim, keys, slot, uk);
+    kv_slot_put(kKvValues, r->dtype, r->kv_dim, r->head_dim, vals, slot, uv);
   }
 }
 

@@ -59,28 +59,34 @@ void kv_encode_row(const KernelTable* k, rlm_kv_dtype dtype, uint32_t kv_dim, ui
 void kv_decode_row(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* src,
                    float* x);
 
-// Key rows of the f32 / f16 cache (ring and beam slots alike) are stored in tiles of kAttnTile
-// slots, attn_dot_tiled's operand: in a sequence of slots starting at `base` (slot 0 at a tile's
-// first lane), column c of slot s is element (s / kAttnTile) * kAttnTile * kv_dim + c * kAttnTile
-// + s % kAttnTile, so tile t holds the row_bytes * kAttnTile bytes from t * kAttnTile rows in.
-// q8 keys (their scale sits in the row) and every value row are stored as rows. Either way a
+// The f32 / f16 cache (ring and beam slots alike) is stored in tiles of kAttnTile slots: in a
+// sequence of slots starting at `base` (slot 0 at a tile's first lane), tile t holds the
+// row_bytes * kAttnTile bytes from t * kAttnTile rows in, laid out by plane:
+//   keys (attn_dot_tiled's operand): column c of slot s at element
+//     t * kAttnTile * kv_dim + c * kAttnTile + s % kAttnTile  ([tile][column][lane]);
+//   values (attn_accum's rows, head by head): column c = h * head_dim + i of slot s at
+//     t * kAttnTile * kv_dim + h * head_dim * kAttnTile + (s % kAttnTile) * head_dim + i
+//     ([tile][head][lane][i]: a head's 16 rows contiguous, head_dim elements apart).
+// Either way the walk of a tile, head after head, reads it in address order: one stream the
+// hardware prefetcher follows. q8 rows (their scales sit in the row) stay rows in both planes. A
 // sequence of n slots takes kv_slots_stored(n) rows' bytes.
-inline bool kv_keys_tiled(rlm_kv_dtype dtype) { return dtype != RLM_KV_Q8; }
+enum KvPlane : uint8_t { kKvKeys = 0, kKvValues = 1 };
+inline bool kv_tiled(rlm_kv_dtype dtype) { return dtype != RLM_KV_Q8; }
 inline uint32_t kv_slots_stored(uint32_t n) { return (n + kAttnTile - 1) / kAttnTile * kAttnTile; }
-// Encodes the kv_dim floats of `x` (as kv_encode_row) into key slot `slot` of the sequence at
-// `keys`, tiled or as a row by dtype.
-void kv_store_key(const KernelTable* k, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
-                  const float* x, void* keys, uint32_t slot);
-// Copies key slot `slot` of the sequence at `keys` to / from an encoded row (row_bytes): how
-// undo, snapshots and tests see a key whatever its layout.
-void kv_key_get(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, const void* keys,
-                uint32_t slot, void* row);
-void kv_key_put(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* keys, uint32_t slot,
-                const void* row);
-// Copies key slot `slot` of the sequence at `keys` to the same slot of the sequence `delta` bytes
-// away (a session copy: same geometry, other block).
-void kv_key_move(rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* keys, uint32_t slot,
-                 ptrdiff_t delta);
+// Encodes the kv_dim floats of `x` (as kv_encode_row) into slot `slot` of the `plane` sequence at
+// `base`.
+void kv_store_slot(const KernelTable* k, KvPlane plane, rlm_kv_dtype dtype, uint32_t kv_dim,
+                   uint32_t head_dim, const float* x, void* base, uint32_t slot);
+// Copies slot `slot` of the `plane` sequence at `base` to / from an encoded row (row_bytes): how
+// undo, snapshots and tests see a slot whatever the layout.
+void kv_slot_get(KvPlane plane, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
+                 const void* base, uint32_t slot, void* row);
+void kv_slot_put(KvPlane plane, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim, void* base,
+                 uint32_t slot, const void* row);
+// Copies slot `slot` of the `plane` sequence at `base` to the same slot of the sequence `delta`
+// bytes away (a session copy: same geometry, other block).
+void kv_slot_move(KvPlane plane, rlm_kv_dtype dtype, uint32_t kv_dim, uint32_t head_dim,
+                  void* base, uint32_t slot, ptrdiff_t delta);
 
 struct KvRing {
   uint32_t n_layers, kv_dim, head_dim;
@@ -91,8 +97,8 @@ struct KvRing {
   uint64_t* layer_off;    // (n_layers) byte offset of the layer's block of
                           // kv_slots_stored(slots) rows
   void* k;                // (Σ_layers kv_slots_stored(slots(layer)), row_bytes) rotated keys,
-                          // tiled as kv_keys_tiled says
-  void* v;                // same shape, rows
+                          // the keys plane (tiled as kv_tiled says)
+  void* v;                // same shape, the values plane
   int32_t* tokens;        // (geom[kKvGlobal].n_ctx) token held by each global slot
   // Undo area of speculative positions (sessions with max_draft > 0): before a pass writes
   // positions that may be rejected, the slots they overwrite are saved here, and restored when
@@ -111,8 +117,8 @@ void kv_ring_layout(Arena& a, uint32_t n_layers, const uint8_t* local, uint32_t 
                     uint32_t n_sink, uint32_t local_slots, uint32_t kv_dim, uint32_t head_dim,
                     rlm_kv_dtype dtype, uint32_t undo_cap, KvRing* r);
 
-// Row of layer l's slot in `base` (kv.k or kv.v). For tiled keys, only slot 0's is meaningful:
-// the start of the layer's key tiles.
+// Row of layer l's slot in `base` (kv.k or kv.v). For tiled planes, only slot 0's is meaningful:
+// the start of the layer's tiles.
 inline uint8_t* kv_row(const KvRing& r, void* base, uint32_t l, uint32_t slot) {
   return static_cast<uint8_t*>(base) + r.layer_off[l] + static_cast<size_t>(slot) * r.row_bytes;
 }

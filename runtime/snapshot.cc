@@ -87,12 +87,16 @@ struct Io {
     else if (mode == Mode::kCopy) memcpy(static_cast<uint8_t*>(p) + delta, p, len);
     n += len;
   }
-  // Key slot `slot` of the key sequence at `keys` (kv_ring.h), as its encoded row: the snapshot
-  // holds rows whatever the cache's key layout.
-  void key(const KvRing& kv, void* keys, uint32_t slot) {
-    if (mode == Mode::kSave) kv_key_get(kv.dtype, kv.kv_dim, kv.head_dim, keys, slot, out + n);
-    else if (mode == Mode::kRestore) kv_key_put(kv.dtype, kv.kv_dim, kv.head_dim, keys, slot, in + n);
-    else if (mode == Mode::kCopy) kv_key_move(kv.dtype, kv.kv_dim, kv.head_dim, keys, slot, delta);
+  // Slot `slot` of the `plane` sequence at `base` (kv_ring.h), as its encoded row: the snapshot
+  // holds rows whatever the cache's layout.
+  void slot(const KvRing& kv, KvPlane plane, void* base, uint32_t slot) {
+    if (mode == Mode::kSave) {
+      kv_slot_get(plane, kv.dtype, kv.kv_dim, kv.head_dim, base, slot, out + n);
+    } else if (mode == Mode::kRestore) {
+      kv_slot_put(plane, kv.dtype, kv.kv_dim, kv.head_dim, base, slot, in + n);
+    } else if (mode == Mode::kCopy) {
+      kv_slot_move(plane, kv.dtype, kv.kv_dim, kv.head_dim, base, slot, delta);
+    }
     n += kv.row_bytes;
   }
 };
@@ -141,14 +145,15 @@ void body(SessionImpl* s, const Header& h, Io& io) {
   }
   // K and V rows of the live positions, layer by layer.
   KvRing& kv = s->tf.kv;
-  const size_t row = kv.row_bytes;  // restore checked that the dtypes and kv_dim agree
   for (uint32_t l = 0; l < h.n_layers; ++l) {
     const uint32_t kind = kv.layer_kind[l];
     const Live live{h.n_past, h.ring_ctx[kind], h.ring_sink[kind]};
     const KvGeom& g = kv.geom[kind];
-    for (uint32_t i = 0; i < live.count(); ++i) io.key(kv, kv_row(kv, kv.k, l, 0), kv_slot(g, live.at(i)));
     for (uint32_t i = 0; i < live.count(); ++i) {
-      io.raw(kv_row(kv, kv.v, l, kv_slot(g, live.at(i))), row);
+      io.slot(kv, kKvKeys, kv_row(kv, kv.k, l, 0), kv_slot(g, live.at(i)));
+    }
+    for (uint32_t i = 0; i < live.count(); ++i) {
+      io.slot(kv, kKvValues, kv_row(kv, kv.v, l, 0), kv_slot(g, live.at(i)));
     }
   }
   const Live glive{h.n_past, h.ring_ctx[kKvGlobal], h.ring_sink[kKvGlobal]};

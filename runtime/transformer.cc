@@ -149,7 +149,7 @@ void kv_scores_seq(const KernelTable* k, const KvRing& kv, const float* q, uint3
                    const uint8_t* keys, uint32_t h_kv, uint32_t j0, uint32_t j1, float scale,
                    float* out, size_t out_stride) {
   if (j0 >= j1) return;
-  if (!kv_keys_tiled(kv.dtype)) {
+  if (!kv_tiled(kv.dtype)) {
     kv_scores_n(k, kv, q, n_q, keys + j0 * kv.row_bytes, h_kv, j1 - j0, scale, out + j0,
                 out_stride);
     return;
@@ -174,6 +174,32 @@ void kv_mix_n(const KernelTable* k, const KvRing& kv, const float* w, uint32_t n
   k->attn_accum_n(w, n_q, static_cast<uint32_t>(w_stride),
                   rows + kv_head_offset(kv.dtype, h_kv, kv.head_dim), kv.kv_dim, n, kv.head_dim,
                   kv.dtype == RLM_KV_F16, out);
+}
+
+// out(t) += Σ_j w_t[j] V_j for the n_q queries of KV head h_kv (weights of query t at
+// w + t * w_stride, indexed by slot; output at out + t * head_dim) over slots [j0, j1) of the
+// value sequence at `vals` (slot 0's start, kv_ring.h): tile by tile (a head's rows are
+// head_dim apart inside a tile), or q8 rows through kv_mix_n. Each output stays one chain in slot
+// order, so the result is the one call over rows the row layout gave.
+void kv_mix_seq(const KernelTable* k, const KvRing& kv, const float* w, uint32_t n_q,
+                size_t w_stride, const uint8_t* vals, uint32_t h_kv, uint32_t j0, uint32_t j1,
+                float* out) {
+  if (j0 >= j1) return;
+  if (!kv_tiled(kv.dtype)) {
+    kv_mix_n(k, kv, w + j0, n_q, w_stride, vals + j0 * kv.row_bytes, h_kv, j1 - j0, out);
+    return;
+  }
+  const size_t elem = kv.dtype == RLM_KV_F16 ? 2 : 4;
+  const size_t hd = kv.head_dim;
+  for (uint32_t a = j0; a < j1;) {
+    const uint32_t tile_end = (a / kAttnTile + 1) * kAttnTile;
+    const uint32_t b = tile_end < j1 ? tile_end : j1;
+    const uint8_t* rows = vals + (static_cast<size_t>(a / kAttnTile) * kAttnTile * kv.kv_dim +
+                                  (h_kv * kAttnTile + a % kAttnTile) * hd) * elem;
+    k->attn_accum_n(w + a, n_q, static_cast<uint32_t>(w_stride), rows, static_cast<uint32_t>(hd),
+                    b - a, kv.head_dim, kv.dtype == RLM_KV_F16, out);
+    a = b;
+  }
 }
 
 void soft_cap(float* x, uint32_t n, float cap) {
@@ -328,7 +354,7 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   // next block (keys and values): prefetching whole blocks there fetched every other thread's
   // columns too (with a KV head per part, three times the bytes it reads). Row keys (q8): blocks
   // of about 8 KiB, prefetched as the values.
-  const bool tiled = kv_keys_tiled(kv.dtype);
+  const bool tiled = kv_tiled(kv.dtype);
   const bool all_heads = runs == hp.n_kv_heads;
   const size_t elem = kv.dtype == RLM_KV_F32 ? 4 : kv.dtype == RLM_KV_F16 ? 2 : 1;
   const uint32_t k_block = tiled ? kAttnTile : attn_block_rows(kv.row_bytes);
@@ -360,20 +386,27 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
     t->k->softmax(a, visible);
     memset(out + h * hd, 0, hd * sizeof(float));
   }
-  const uint32_t block = attn_block_rows(kv.row_bytes);
+  // Values as the keys: tiled, one tile a block read in address order (a head's 16 rows
+  // contiguous), prefetched only by a thread that skips other heads' columns; q8 rows in blocks
+  // with the block prefetch, which their strided head columns need.
+  const uint32_t block = tiled ? kAttnTile : attn_block_rows(kv.row_bytes);
   for (uint32_t j0 = 0; j0 < visible; j0 += block) {
     const uint32_t nb = visible - j0 < block ? visible - j0 : block;
     const uint32_t nb_next = visible - j0 - nb < block ? visible - j0 - nb : block;
     for (uint32_t a = h0; a < h1; a = run_end(a)) {
-      if (all_heads) {
-        prefetch_share(vbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
-                       a / group - h0 / group, runs);
-      } else {
+      if (nb_next == 0) {
+      } else if (!all_heads && tiled) {
+        prefetch_cols(vbase + (j0 + nb) * kv.row_bytes, 0, 1,
+                      static_cast<size_t>(a / group) * hd * kAttnTile * elem, hd * kAttnTile * elem);
+      } else if (!all_heads) {
         prefetch_cols(vbase + (j0 + nb) * kv.row_bytes, kv.row_bytes, nb_next,
                       kv_head_offset(kv.dtype, a / group, hd), hd * elem);
+      } else if (!tiled) {
+        prefetch_share(vbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
+                       a / group - h0 / group, runs);
       }
-      kv_mix_n(t->k, kv, att + (a - h0) * n_ctx + j0, run_end(a) - a, n_ctx,
-               vbase + j0 * kv.row_bytes, a / group, nb, out + a * hd);
+      kv_mix_seq(t->k, kv, att + (a - h0) * n_ctx, run_end(a) - a, n_ctx, vbase, a / group, j0,
+                 j0 + nb, out + a * hd);
     }
   }
 }
@@ -405,8 +438,8 @@ void attend_beam_heads(Transformer* t, uint32_t l, const float* q, const float* 
     // One chain per output over the prefix's rows, then the beam's own.
     float* o = out + h * hd;
     memset(o, 0, hd * sizeof(float));
-    kv_mix(t->k, kv, att, vbase, hk, b.prefix, o);
-    kv_mix(t->k, kv, att + b.prefix, bv, hk, own, o);
+    kv_mix_seq(t->k, kv, att, 1, 0, vbase, hk, 0, b.prefix, o);
+    kv_mix_seq(t->k, kv, att + b.prefix, 1, 0, bv, hk, 0, own, o);
   }
 }
 
@@ -524,12 +557,11 @@ void beam_kv_layout(Arena& a, const Hparams& hp, rlm_kv_dtype dtype, uint32_t ma
 void beam_kv_copy(const BeamKv& b, const Hparams& hp, uint32_t from, uint32_t to,
                   uint32_t n_rows) {
   if (n_rows == 0 || from == to) return;
-  // Keys by whole tiles (lanes past n_rows come along unused).
-  const size_t k_bytes = static_cast<size_t>(kv_slots_stored(n_rows)) * b.row_bytes;
-  const size_t v_bytes = static_cast<size_t>(n_rows) * b.row_bytes;
+  // By whole tiles (slots past n_rows come along unused).
+  const size_t bytes = static_cast<size_t>(kv_slots_stored(n_rows)) * b.row_bytes;
   for (uint32_t l = 0; l < hp.n_layers; ++l) {
-    memcpy(beam_row(b, b.k, l, to, 0), beam_row(b, b.k, l, from, 0), k_bytes);
-    memcpy(beam_row(b, b.v, l, to, 0), beam_row(b, b.v, l, from, 0), v_bytes);
+    memcpy(beam_row(b, b.k, l, to, 0), beam_row(b, b.k, l, from, 0), bytes);
+    memcpy(beam_row(b, b.v, l, to, 0), beam_row(b, b.v, l, from, 0), bytes);
   }
 }
 
@@ -625,18 +657,19 @@ bool forward(Transformer* t, const int32_t* tokens, uint32_t n, uint64_t pos0,
         // The beam slot's row, in the ring's dtype (as kv_store would round it).
         const BeamKv& b = *beam->kv;
         const float* vr = t->vt + static_cast<size_t>(i) * hp.kv_dim;
-        kv_store_key(k, t->kv.dtype, hp.kv_dim, hp.head_dim, kr,
-                     beam_row(b, b.k, l, beam->slot[i], 0), beam->row);
-        kv_encode_row(k, t->kv.dtype, hp.kv_dim, hp.head_dim, vr,
-                      beam_row(b, b.v, l, beam->slot[i], beam->row));
+        kv_store_slot(k, kKvKeys, t->kv.dtype, hp.kv_dim, hp.head_dim, kr,
+                      beam_row(b, b.k, l, beam->slot[i], 0), beam->row);
+        kv_store_slot(k, kKvValues, t->kv.dtype, hp.kv_dim, hp.head_dim, vr,
+                      beam_row(b, b.v, l, beam->slot[i], 0), beam->row);
         attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos, cs,
                t->xb + static_cast<size_t>(i) * hp.q_dim, beam, beam->slot[i]);
         continue;
       }
       const uint32_t slot = kv_slot(g, pos);
-      kv_store_key(k, t->kv.dtype, hp.kv_dim, hp.head_dim, kr, kv_row(t->kv, t->kv.k, l, 0), slot);
-      kv_encode_row(k, t->kv.dtype, hp.kv_dim, hp.head_dim, t->vt + static_cast<size_t>(i) * hp.kv_dim,
-                    kv_row(t->kv, t->kv.v, l, slot));
+      kv_store_slot(k, kKvKeys, t->kv.dtype, hp.kv_dim, hp.head_dim, kr,
+                    kv_row(t->kv, t->kv.k, l, 0), slot);
+      kv_store_slot(k, kKvValues, t->kv.dtype, hp.kv_dim, hp.head_dim,
+                    t->vt + static_cast<size_t>(i) * hp.kv_dim, kv_row(t->kv, t->kv.v, l, 0), slot);
       if (l == 0) t->kv.tokens[kv_slot(t->kv.geom[kKvGlobal], pos)] = tokens[i];
       attend(t, l, t->q + static_cast<size_t>(i) * hp.q_dim, pos, cs,
              t->xb + static_cast<size_t>(i) * hp.q_dim);

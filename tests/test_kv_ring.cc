@@ -155,54 +155,77 @@ TEST(KvRing, Q8NonFiniteHeadStoresZeros) {
   for (int i = 4; i < 8; ++i) EXPECT_EQ(y[i], 1.0f);
 }
 
-// Tiled keys (f32 / f16): a stored key reads back as the row kv_encode_row gives, column c of slot
-// s sits where attn_dot_tiled looks for it, and the reference scores over the tiles equal the
-// row kernel's over the same keys (same values; the sums in another order: 1e-6 relative).
-TEST(KvRing, TiledKeysRoundTripAndScore) {
+// Tiled planes (f32 / f16): a stored slot reads back as the row kv_encode_row gives, column c of
+// slot s sits where the kernels look for it (keys: attn_dot_tiled; values: a head's 16 rows
+// head_dim apart), and the reference kernels over the tiles equal the row kernels over the same
+// rows (keys: the sums in another order, 1e-6 relative; values: the same chains, bit for bit).
+TEST(KvRing, TiledPlanesRoundTripAndKernels) {
   const uint32_t kv_dim = 12, hd = 4, slots = 37;
-  for (rlm_kv_dtype dt : {RLM_KV_F32, RLM_KV_F16, RLM_KV_Q8}) {
-    const size_t row = kv_row_bytes(dt, kv_dim, hd);
-    std::vector<uint8_t> keys(kv_slots_stored(slots) * row, 0xcd), rows(slots * row);
-    std::vector<float> x(kv_dim);
-    for (uint32_t s = 0; s < slots; ++s) {
-      for (uint32_t c = 0; c < kv_dim; ++c) x[c] = 0.01f * static_cast<float>((s * 7 + c * 3) % 23) - 0.1f;
-      kv_store_key(nullptr, dt, kv_dim, hd, x.data(), keys.data(), s);
-      kv_encode_row(nullptr, dt, kv_dim, hd, x.data(), rows.data() + s * row);
-    }
-    std::vector<uint8_t> got(row);
-    for (uint32_t s = 0; s < slots; ++s) {
-      kv_key_get(dt, kv_dim, hd, keys.data(), s, got.data());
-      ASSERT_EQ(0, memcmp(got.data(), rows.data() + s * row, row)) << "slot " << s << " dtype " << dt;
-    }
-    // put then get at another slot; move by a delta lands on the same slot of the other copy.
-    kv_key_put(dt, kv_dim, hd, keys.data(), 3, rows.data() + 30 * row);
-    kv_key_get(dt, kv_dim, hd, keys.data(), 3, got.data());
-    EXPECT_EQ(0, memcmp(got.data(), rows.data() + 30 * row, row));
-    std::vector<uint8_t> twin(keys.size() * 2, 0);
-    memcpy(twin.data(), keys.data(), keys.size());
-    kv_key_move(dt, kv_dim, hd, twin.data(), 5, static_cast<ptrdiff_t>(keys.size()));
-    kv_key_get(dt, kv_dim, hd, twin.data() + keys.size(), 5, got.data());
-    EXPECT_EQ(0, memcmp(got.data(), rows.data() + 5 * row, row));
-    if (!kv_keys_tiled(dt)) continue;
-    kv_key_put(dt, kv_dim, hd, keys.data(), 3, rows.data() + 3 * row);
-    const size_t elem = dt == RLM_KV_F16 ? 2 : 4;
-    // Slot 20, column 5: tile 1, element 5 * 16 + 4.
-    EXPECT_EQ(0, memcmp(keys.data() + (16 * kv_dim + 5 * 16 + 4) * elem,
-                        rows.data() + 20 * row + 5 * elem, elem));
-    const KernelTable* ref = kernels_ref();
-    std::vector<float> q(hd), tiled(slots, -7.0f), by_row(slots);
-    for (uint32_t i = 0; i < hd; ++i) q[i] = 0.3f * static_cast<float>(i) - 0.4f;
-    for (uint32_t h = 0; h < kv_dim / hd; ++h) {
-      // Slots [2, 33) only: the others keep their -7.
-      ref->attn_dot_tiled(q.data(), 1, keys.data() + h * hd * kAttnTile * elem, kAttnTile * kv_dim,
-                          2, 33, hd, dt == RLM_KV_F16, 0.5f, tiled.data(), 0);
-      ref->attn_dot(q.data(), rows.data() + h * hd * elem, kv_dim, slots, hd, dt == RLM_KV_F16, 0.5f,
-                    by_row.data());
+  for (KvPlane plane : {kKvKeys, kKvValues}) {
+    for (rlm_kv_dtype dt : {RLM_KV_F32, RLM_KV_F16, RLM_KV_Q8}) {
+      SCOPED_TRACE(testing::Message() << "plane " << int{plane} << " dtype " << dt);
+      const size_t row = kv_row_bytes(dt, kv_dim, hd);
+      std::vector<uint8_t> seq(kv_slots_stored(slots) * row, 0xcd), rows(slots * row);
+      std::vector<float> x(kv_dim);
       for (uint32_t s = 0; s < slots; ++s) {
-        if (s < 2 || s >= 33) {
-          EXPECT_EQ(tiled[s], -7.0f) << s;
+        for (uint32_t c = 0; c < kv_dim; ++c) {
+          x[c] = 0.01f * static_cast<float>((s * 7 + c * 3) % 23) - 0.1f;
+        }
+        kv_store_slot(nullptr, plane, dt, kv_dim, hd, x.data(), seq.data(), s);
+        kv_encode_row(nullptr, dt, kv_dim, hd, x.data(), rows.data() + s * row);
+      }
+      std::vector<uint8_t> got(row);
+      for (uint32_t s = 0; s < slots; ++s) {
+        kv_slot_get(plane, dt, kv_dim, hd, seq.data(), s, got.data());
+        ASSERT_EQ(0, memcmp(got.data(), rows.data() + s * row, row)) << "slot " << s;
+      }
+      // put then get at another slot; move by a delta lands on the same slot of the other copy.
+      kv_slot_put(plane, dt, kv_dim, hd, seq.data(), 3, rows.data() + 30 * row);
+      kv_slot_get(plane, dt, kv_dim, hd, seq.data(), 3, got.data());
+      EXPECT_EQ(0, memcmp(got.data(), rows.data() + 30 * row, row));
+      std::vector<uint8_t> twin(seq.size() * 2, 0);
+      memcpy(twin.data(), seq.data(), seq.size());
+      kv_slot_move(plane, dt, kv_dim, hd, twin.data(), 5, static_cast<ptrdiff_t>(seq.size()));
+      kv_slot_get(plane, dt, kv_dim, hd, twin.data() + seq.size(), 5, got.data());
+      EXPECT_EQ(0, memcmp(got.data(), rows.data() + 5 * row, row));
+      if (!kv_tiled(dt)) continue;
+      kv_slot_put(plane, dt, kv_dim, hd, seq.data(), 3, rows.data() + 3 * row);
+      const size_t elem = dt == RLM_KV_F16 ? 2 : 4;
+      const KernelTable* ref = kernels_ref();
+      // Slot 20, column 5 (head 1, i 1): tile 1.
+      const size_t at = plane == kKvKeys ? 16 * kv_dim + 5 * 16 + 4 : 16 * kv_dim + (1 * 16 + 4) * hd + 1;
+      EXPECT_EQ(0, memcmp(seq.data() + at * elem, rows.data() + 20 * row + 5 * elem, elem));
+      std::vector<float> q(hd);
+      for (uint32_t i = 0; i < hd; ++i) q[i] = 0.3f * static_cast<float>(i) - 0.4f;
+      for (uint32_t h = 0; h < kv_dim / hd; ++h) {
+        if (plane == kKvKeys) {
+          std::vector<float> tiled(slots, -7.0f), by_row(slots);
+          // Slots [2, 33) only: the others keep their -7.
+          ref->attn_dot_tiled(q.data(), 1, seq.data() + h * hd * kAttnTile * elem,
+                              kAttnTile * kv_dim, 2, 33, hd, dt == RLM_KV_F16, 0.5f, tiled.data(), 0);
+          ref->attn_dot(q.data(), rows.data() + h * hd * elem, kv_dim, slots, hd,
+                        dt == RLM_KV_F16, 0.5f, by_row.data());
+          for (uint32_t s = 0; s < slots; ++s) {
+            if (s < 2 || s >= 33) {
+              EXPECT_EQ(tiled[s], -7.0f) << s;
+            } else {
+              EXPECT_NEAR(tiled[s], by_row[s], 1e-6f * (1.0f + fabsf(by_row[s])))
+                  << "head " << h << " slot " << s;
+            }
+          }
         } else {
-          EXPECT_NEAR(tiled[s], by_row[s], 1e-6f * (1.0f + fabsf(by_row[s]))) << "head " << h << " slot " << s;
+          // Tile by tile, head h's rows head_dim apart: the row walk's chains, bit for bit.
+          std::vector<float> w(slots), tiled(hd, 0.25f), by_row(hd, 0.25f);
+          for (uint32_t s = 0; s < slots; ++s) w[s] = 0.05f * static_cast<float>(s % 9);
+          for (uint32_t t = 0; t * kAttnTile < slots; ++t) {
+            const uint32_t n = slots - t * kAttnTile < kAttnTile ? slots - t * kAttnTile : kAttnTile;
+            ref->attn_accum(w.data() + t * kAttnTile,
+                            seq.data() + (t * kAttnTile * kv_dim + h * hd * kAttnTile) * elem, hd, n,
+                            hd, dt == RLM_KV_F16, tiled.data());
+          }
+          ref->attn_accum(w.data(), rows.data() + h * hd * elem, kv_dim, slots, hd,
+                          dt == RLM_KV_F16, by_row.data());
+          EXPECT_EQ(0, memcmp(tiled.data(), by_row.data(), hd * sizeof(float))) << "head " << h;
         }
       }
     }
