@@ -357,25 +357,26 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   const bool tiled = kv_tiled(kv.dtype);
   const bool all_heads = runs == hp.n_kv_heads;
   const size_t elem = kv.dtype == RLM_KV_F32 ? 4 : kv.dtype == RLM_KV_F16 ? 2 : 1;
-  const uint32_t k_block = tiled ? kAttnTile : attn_block_rows(kv.row_bytes);
+  const uint32_t block = tiled ? kAttnTile : attn_block_rows(kv.row_bytes);
+  // The next block's part of run a's head: `next` is the next block's first row, nb_next rows.
+  auto prefetch_next = [&](const uint8_t* next, uint32_t nb_next, uint32_t a) {
+    if (nb_next == 0) {
+    } else if (!all_heads && tiled) {
+      prefetch_cols(next, 0, 1, static_cast<size_t>(a / group) * hd * kAttnTile * elem,
+                    hd * kAttnTile * elem);  // this head's part of the tile: contiguous
+    } else if (!all_heads) {
+      prefetch_cols(next, kv.row_bytes, nb_next, kv_head_offset(kv.dtype, a / group, hd), hd * elem);
+    } else if (!tiled) {
+      prefetch_share(next, nb_next * kv.row_bytes, a / group - h0 / group, runs);
+    }
+  };
   // Blocks start at whole tiles; a block's slots below n_sinks were scored above.
-  for (uint32_t j0 = 0; j0 < visible; j0 += k_block) {
-    const uint32_t nb = visible - j0 < k_block ? visible - j0 : k_block;
-    const uint32_t nb_next = visible - j0 - nb < k_block ? visible - j0 - nb : k_block;
+  for (uint32_t j0 = 0; j0 < visible; j0 += block) {
+    const uint32_t nb = visible - j0 < block ? visible - j0 : block;
+    const uint32_t nb_next = visible - j0 - nb < block ? visible - j0 - nb : block;
     const uint32_t lo = j0 > n_sinks ? j0 : n_sinks;
     for (uint32_t a = h0; a < h1; a = run_end(a)) {
-      if (nb_next == 0) {
-      } else if (!all_heads && tiled) {
-        // This head's columns of the next tile: contiguous.
-        prefetch_cols(kbase + (j0 + nb) * kv.row_bytes, 0, 1,
-                      static_cast<size_t>(a / group) * hd * kAttnTile * elem, hd * kAttnTile * elem);
-      } else if (!all_heads) {
-        prefetch_cols(kbase + (j0 + nb) * kv.row_bytes, kv.row_bytes, nb_next,
-                      kv_head_offset(kv.dtype, a / group, hd), hd * elem);
-      } else if (!tiled) {
-        prefetch_share(kbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
-                       a / group - h0 / group, runs);
-      }
+      prefetch_next(kbase + (j0 + nb) * kv.row_bytes, nb_next, a);
       kv_scores_seq(t->k, kv, qrot + (a - h0) * hd, run_end(a) - a, kbase, a / group, lo,
                     j0 + nb, scale, att + (a - h0) * n_ctx, n_ctx);
     }
@@ -389,22 +390,11 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   // Values as the keys: tiled, one tile a block read in address order (a head's 16 rows
   // contiguous), prefetched only by a thread that skips other heads' columns; q8 rows in blocks
   // with the block prefetch, which their strided head columns need.
-  const uint32_t block = tiled ? kAttnTile : attn_block_rows(kv.row_bytes);
   for (uint32_t j0 = 0; j0 < visible; j0 += block) {
     const uint32_t nb = visible - j0 < block ? visible - j0 : block;
     const uint32_t nb_next = visible - j0 - nb < block ? visible - j0 - nb : block;
     for (uint32_t a = h0; a < h1; a = run_end(a)) {
-      if (nb_next == 0) {
-      } else if (!all_heads && tiled) {
-        prefetch_cols(vbase + (j0 + nb) * kv.row_bytes, 0, 1,
-                      static_cast<size_t>(a / group) * hd * kAttnTile * elem, hd * kAttnTile * elem);
-      } else if (!all_heads) {
-        prefetch_cols(vbase + (j0 + nb) * kv.row_bytes, kv.row_bytes, nb_next,
-                      kv_head_offset(kv.dtype, a / group, hd), hd * elem);
-      } else if (!tiled) {
-        prefetch_share(vbase + (j0 + nb) * kv.row_bytes, nb_next * kv.row_bytes,
-                       a / group - h0 / group, runs);
-      }
+      prefetch_next(vbase + (j0 + nb) * kv.row_bytes, nb_next, a);
       kv_mix_seq(t->k, kv, att + (a - h0) * n_ctx, run_end(a) - a, n_ctx, vbase, a / group, j0,
                  j0 + nb, out + a * hd);
     }
