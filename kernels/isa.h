@@ -52,7 +52,7 @@ namespace ringlm::internal {
   void quantize_acts_##isa(const float* x, uint32_t n, uint32_t cols, uint32_t stride,          \
                            int8_t* qs, float* scales);                                           \
   void rmsnorm_##isa(float* out, const float* x, const float* w, uint32_t size, float eps);     \
-  void softmax_##isa(float* x, uint32_t size);                                                   \
+  float softmax_##isa(float* x, uint32_t size);                                                  \
   void swiglu_##isa(float* a, const float* b, uint32_t size);                                    \
   void attn_dot_##isa(const float* q, const void* k_rows, uint32_t row_stride_elems,            \
                       uint32_t n_rows, uint32_t head_dim, bool k_f16, float scale, float* out);  \
@@ -97,7 +97,7 @@ void f32_to_f16_ref(const float* x, uint16_t* out, uint32_t n);
 RINGLM_DECLARE_KERNELS(avx2)              // x86/avx2.cc: AVX2 + FMA + F16C
 RINGLM_DECLARE_QUANT_MATMULS(avx512)      // x86/avx512.cc: AVX-512 F/BW/VL + VNNI
 // x86/avx512.cc: the softmax and the f32 / f16 attention (the table's attn ISA, select.cc)
-void softmax_avx512(float* x, uint32_t size);
+float softmax_avx512(float* x, uint32_t size);
 void attn_dot_avx512(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,
                      uint32_t head_dim, bool k_f16, float scale, float* out);
 void attn_accum_avx512(const float* w, const void* v_rows, uint32_t row_stride_elems,

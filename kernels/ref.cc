@@ -222,7 +222,7 @@ void rmsnorm_ref(float* out, const float* x, const float* w, uint32_t size, floa
   for (uint32_t i = 0; i < size; ++i) out[i] = w[i] * (ss * x[i]);
 }
 
-void softmax_ref(float* x, uint32_t size) {
+float softmax_ref(float* x, uint32_t size) {
   float max_val = x[0];
   for (uint32_t i = 1; i < size; ++i) max_val = x[i] > max_val ? x[i] : max_val;
   float sum = 0.0f;
@@ -231,6 +231,7 @@ void softmax_ref(float* x, uint32_t size) {
     sum += x[i];
   }
   for (uint32_t i = 0; i < size; ++i) x[i] /= sum;
+  return sum;
 }
 
 void swiglu_ref(float* a, const float* b, uint32_t size) {

@@ -51,6 +51,12 @@ struct Transformer {
   float* qsink;             // (n_threads, q_dim) the same rotated at the sink position
   float* att;               // (n_threads, n_heads, n_ctx) attention weights of the thread's heads
   float* kbuf;              // (n_threads, head_dim) one key row being rotated
+  // Attention over more than attn_chunk slots runs chunk by chunk (attend_chunks); the chunks
+  // depend only on n_ctx, never on the thread count.
+  uint32_t attn_chunk;      // slots per chunk: a multiple of kAttnTile, at least 256
+  uint32_t attn_chunks;     // chunks of a full ring: ceil(n_ctx / attn_chunk) <= 16
+  float* part_out;          // (attn_chunks, q_dim) each chunk's output, normalized by its softmax
+  float* part_ml;           // (attn_chunks, n_heads, 2) each chunk's max score and sum of exps
   float* rope_freq;         // (head_dim / 2) inverse frequencies of global layers
   float* rope_freq_local;   // (head_dim / 2) inverse frequencies of sliding-window layers
   float* rope_cs;           // (n_batch, head_dim): cos | sin tables of the batch's positions

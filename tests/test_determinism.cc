@@ -4,8 +4,10 @@
 // may round float sums differently, so tokens may diverge after a while; the test measures and
 // prints how long they agree (docs/concurrency.md, "Determinism", records what is guaranteed).
 // The x86 vs aarch64 greedy golden is the same golden test run by the aarch64 suites.
+#include <math.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -185,8 +187,8 @@ TEST(Determinism, SameTokensForOneTwoThreeThreads) {
   OpenedModel st;
   if (!stories(DType::F32, &st)) GTEST_SKIP() << "../shared stories260K absent";
   Options o;
-  // Attention over > 256 positions is split by head: 400 tokens (kept under the sanitizers), 280
-  // under qemu (still past 256).
+  // Attention over > 256 positions runs in chunks of 256 (n_ctx 512), spread over the threads:
+  // 400 tokens (kept under the sanitizers), 280 under qemu (still past 256).
   o.n_tokens = emulated() ? 280 : 400;
   o.temperature = 0.9f;
   o.seed = 11;
@@ -194,6 +196,69 @@ TEST(Determinism, SameTokensForOneTwoThreeThreads) {
   for (uint32_t t : {2u, 3u}) {
     o.threads = t;
     EXPECT_EQ(generate(&st.model, o).tokens, one.tokens) << t << " threads";
+  }
+}
+
+// Attention in chunks (more than attn_chunk visible slots, merged by their softmax sums) gives
+// what one chunk over the same slots gives: the chunk size follows n_ctx (at least 256, n_ctx /
+// 16 rounded to tiles), so a session of n_ctx 8192 (chunks of 512) attends to 480 positions in
+// one chunk and one of n_ctx 1024 (chunks of 256) in two. f32 weights and KV: the two differ only
+// by the merge's rounding.
+TEST(Determinism, ChunkedAttentionMatchesOneChunk) {
+  RandomModelShape shape;
+  shape.dim = 256;
+  shape.n_heads = 8;
+  shape.n_kv_heads = 4;
+  shape.ffn_dim = 512;
+  shape.max_context = 8192;
+  OpenedModel md;
+  std::string err;
+  ASSERT_TRUE(open_random_model(shape, DType::F32, &md, &err)) << err;
+  rlm_model_info info;
+  rlm_model_info_default(&info);
+  ASSERT_EQ(rlm_model_get_info(&md.model, &info), RLM_OK);
+  const uint32_t vocab = info.vocab_size;
+  std::vector<int32_t> tokens(480);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+  }
+  const size_t cuts[] = {200, 300, 420, 480};  // logits compared after each prefix
+  std::vector<std::vector<float>> seen[2];
+  for (int run = 0; run < 2; ++run) {
+    for (uint32_t threads : {1u, 2u}) {
+      rlm_session_config cfg;
+      rlm_session_config_default(&cfg);
+      cfg.n_ctx = run == 0 ? 8192 : 1024;
+      cfg.kv_dtype = RLM_KV_F32;
+      cfg.n_threads = threads;
+      TestSession ts;
+      ASSERT_EQ(ts.init(&md.model, cfg), RLM_OK);
+      size_t fed = 0;
+      std::vector<std::vector<float>> got;
+      for (size_t cut : cuts) {
+        ASSERT_EQ(rlm_session_feed_tokens(ts.s, tokens.data() + fed, cut - fed), RLM_OK);
+        fed = cut;
+        ASSERT_EQ(rlm_session_eval(ts.s), RLM_OK);
+        const float* lg = nullptr;
+        size_t n = 0;
+        ASSERT_EQ(rlm_session_logits(ts.s, &lg, &n), RLM_OK);
+        got.emplace_back(lg, lg + n);
+      }
+      // Either chunking: the same bits for one and two threads.
+      if (threads == 1) seen[run] = got;
+      else EXPECT_EQ(got, seen[run]) << "n_ctx " << cfg.n_ctx << ": 2 threads differ from 1";
+    }
+  }
+  for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; ++c) {
+    float scale = 0.0f, worst = 0.0f;
+    for (size_t i = 0; i < seen[0][c].size(); ++i) {
+      scale = std::max(scale, fabsf(seen[0][c][i]));
+      worst = std::max(worst, fabsf(seen[0][c][i] - seen[1][c][i]));
+    }
+    EXPECT_GT(scale, 0.0f);
+    EXPECT_LE(worst, 1e-4f * scale) << "after " << cuts[c] << " tokens";
+    // Up to 256 positions both run one chunk: identical.
+    if (cuts[c] <= 256) EXPECT_EQ(seen[0][c], seen[1][c]) << "after " << cuts[c] << " tokens";
   }
 }
 

@@ -21,7 +21,8 @@
 //   attn_dot_q8, attn_accum_q8   the same bounds over the rows' values s_j * k_j[i]; the
 //                                reference also against the float64 math
 //   rmsnorm                      relative 1e-5 per value (the mean square is reordered)
-//   softmax, swiglu              relative 1e-5 per value + 1e-30 absolute (vector exp ~1-2 ulp)
+//   softmax, swiglu              relative 1e-5 per value + 1e-30 absolute (vector exp ~1-2 ulp);
+//                                softmax's returned sum relative 1e-5 to float64
 // Output rows outside [r0, r1) must stay untouched.
 #include <math.h>
 #include <stdlib.h>
@@ -542,8 +543,14 @@ TEST_P(KernelsIsa, Softmax) {
       std::vector<float> x = normal(rng, size, sd), xr;
       if (size > 3) x[size / 2] = -200.0f;  // far below the max: exp underflows
       xr = x;
-      k_->softmax(x.data(), size);
-      ref_->softmax(xr.data(), size);
+      // The returned sum of exp(x - max): against float64.
+      double mx = x[0], exact = 0.0;
+      for (float v : x) mx = v > mx ? v : mx;
+      for (float v : x) exact += exp(double{v} - mx);
+      const float sum = k_->softmax(x.data(), size);
+      const float sum_ref = ref_->softmax(xr.data(), size);
+      ASSERT_NEAR(sum, exact, 1e-5 * exact) << size << " " << sd;
+      ASSERT_NEAR(sum_ref, exact, 1e-5 * exact) << size << " " << sd;
       for (uint32_t i = 0; i < size; ++i)
         ASSERT_NEAR(x[i], xr[i], 1e-5 * fabs(xr[i]) + 1e-30) << size << " " << sd << " " << i;
     }

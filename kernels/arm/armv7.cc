@@ -224,7 +224,7 @@ struct SmullDot {
 
 RINGLM_NEON_KERNELS(armv7, 2, 2, SmullDot)
 
-void softmax_armv7(float* x, uint32_t size) {
+float softmax_armv7(float* x, uint32_t size) {
   float max_val = x[0];
   uint32_t i = 0;
   if (size >= 4) {
@@ -250,6 +250,7 @@ void softmax_armv7(float* x, uint32_t size) {
   }
   const float sum = hsum(sv) + tail_sum;
   for (i = 0; i < size; ++i) x[i] /= sum;  // VFP division: exact as the reference's
+  return sum;
 }
 
 void attn_dot_armv7(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,

@@ -35,7 +35,7 @@ struct SmullDot {
 
 RINGLM_NEON_KERNELS(neon, 4, 2, SmullDot)
 
-void softmax_neon(float* x, uint32_t size) {
+float softmax_neon(float* x, uint32_t size) {
   float32x4_t mv = vdupq_n_f32(x[0]);
   uint32_t i = 0;
   for (; i + 4 <= size; i += 4) mv = vmaxq_f32(mv, vld1q_f32(x + i));
@@ -61,6 +61,7 @@ void softmax_neon(float* x, uint32_t size) {
   for (i = 0; i + 4 <= size; i += 4) vst1q_f32(x + i, vdivq_f32(vld1q_f32(x + i), sum));
   const float s = vgetq_lane_f32(sum, 0);
   for (; i < size; ++i) x[i] /= s;
+  return s;
 }
 
 void attn_dot_neon(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,

@@ -995,7 +995,7 @@ inline __m256 exp_nonpos_ps(__m256 x) {
 
 }  // namespace
 
-void softmax_avx2(float* x, uint32_t size) {
+float softmax_avx2(float* x, uint32_t size) {
   __m256 mv = _mm256_set1_ps(x[0]);
   // Two independent max / sum chains: one chain's latency, not the vector ops, set the pace of
   // a pass over a few thousand scores (max is exact in any order).
@@ -1039,6 +1039,7 @@ void softmax_avx2(float* x, uint32_t size) {
     const __m256i mask = tail_mask(size - i);
     _mm256_maskstore_ps(x + i, mask, _mm256_div_ps(_mm256_maskload_ps(x + i, mask), sum));
   }
+  return _mm256_cvtss_f32(sum);
 }
 
 void swiglu_avx2(float* a, const float* b, uint32_t size) {

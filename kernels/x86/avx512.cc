@@ -1474,7 +1474,7 @@ inline __mmask16 first_lanes16(uint32_t n) {
 
 }  // namespace
 
-void softmax_avx512(float* x, uint32_t size) {
+float softmax_avx512(float* x, uint32_t size) {
   // Two independent max / sum chains over the whole 32-value steps (as softmax_avx2's), then the
   // 16-lane rest with masks.
   __m512 mv = _mm512_set1_ps(x[0]), mv2 = mv;
@@ -1510,6 +1510,7 @@ void softmax_avx512(float* x, uint32_t size) {
     const __mmask16 m = first_lanes16(size - i);
     _mm512_mask_storeu_ps(x + i, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), sum));
   }
+  return _mm512_cvtss_f32(sum);
 }
 
 // ---- f32 / f16 attention (kernels.h: attn_dot, attn_accum and their n-query forms) -------------
