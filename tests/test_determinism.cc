@@ -30,13 +30,13 @@ bool stories(DType q, OpenedModel* out) {
 }
 
 // A random model big enough that every matmul and the attention split across threads.
-void wide_random(DType q, OpenedModel* out) {
+void wide_random(DType q, OpenedModel* out, uint32_t max_context = 512) {
   RandomModelShape shape;
   shape.dim = 256;
   shape.n_heads = 8;
   shape.n_kv_heads = 4;
   shape.ffn_dim = 512;
-  shape.max_context = 512;
+  shape.max_context = max_context;
   std::string err;
   ASSERT_TRUE(open_random_model(shape, q, out, &err)) << err;
 }
@@ -205,15 +205,8 @@ TEST(Determinism, SameTokensForOneTwoThreeThreads) {
 // one chunk and one of n_ctx 1024 (chunks of 256) in two. f32 weights and KV: the two differ only
 // by the merge's rounding.
 TEST(Determinism, ChunkedAttentionMatchesOneChunk) {
-  RandomModelShape shape;
-  shape.dim = 256;
-  shape.n_heads = 8;
-  shape.n_kv_heads = 4;
-  shape.ffn_dim = 512;
-  shape.max_context = 8192;
   OpenedModel md;
-  std::string err;
-  ASSERT_TRUE(open_random_model(shape, DType::F32, &md, &err)) << err;
+  wide_random(DType::F32, &md, 8192);
   rlm_model_info info;
   rlm_model_info_default(&info);
   ASSERT_EQ(rlm_model_get_info(&md.model, &info), RLM_OK);
