@@ -141,8 +141,9 @@ struct KernelTable {
                         float* scales);
   // out = w * x / sqrt(mean(x²) + eps), one row of `size`.
   void (*rmsnorm)(float* out, const float* x, const float* w, uint32_t size, float eps);
-  // In-place softmax over `size` values (size >= 1); returns the sum of exp(x - max) it divided
-  // by (attention merges the softmaxes of chunks of positions with it).
+  // In-place softmax over `size` values (size >= 1); returns log(sum of exp(x)), as max + log of
+  // the sum of exp(x - max) it divided by: attention merges the softmaxes of chunks of positions
+  // with it, and needs no second pass over the scores for their max.
   float (*softmax)(float* x, uint32_t size);
   // a(i) = silu(a(i)) * b(i)
   void (*swiglu)(float* a, const float* b, uint32_t size);

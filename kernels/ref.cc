@@ -231,7 +231,7 @@ float softmax_ref(float* x, uint32_t size) {
     sum += x[i];
   }
   for (uint32_t i = 0; i < size; ++i) x[i] /= sum;
-  return sum;
+  return max_val + logf(sum);
 }
 
 void swiglu_ref(float* a, const float* b, uint32_t size) {

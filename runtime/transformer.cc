@@ -289,6 +289,10 @@ uint32_t attn_block_rows(size_t row_bytes) {
 // block's first touch waits on memory: SmolLM2-135M shape q8, f16 KV, AVX2, one thread, decode at
 // depth 2,048: 25.4 -> 37.1 tok/s, best of 5 (`ringlm bench -d 2048 --kv f16`). Hints only: results are
 // unchanged.
+// The most value bytes attend_heads requests during its key walk (values_ahead): a quarter of
+// a 1 MiB L2, half of a Cortex-A76's 512 KiB.
+constexpr size_t kValuesAheadBytes = 256 * 1024;
+
 inline void prefetch_share(const uint8_t* p, size_t bytes, uint32_t r, uint32_t runs) {
   const size_t lines = (bytes + 63) / 64;
   const size_t l0 = lines * r / runs, l1 = lines * (r + 1) / runs;
@@ -309,11 +313,11 @@ inline void prefetch_cols(const uint8_t* p, size_t stride, uint32_t rows, size_t
 
 // Attention of one token at `pos` (its K/V already stored) for heads [h0, h1) over the visible
 // slots [c0, c1) (all of them, or one chunk: attend_chunks); out(q_dim), head h at h * head_dim.
-// With `ml`, head h's max score and sum of exp(score - max) go to ml[2h], ml[2h + 1] (a chunk's
+// With `lse_out`, head h's log of the sum of exp(score) goes to lse_out[h] (a chunk's
 // softmax, merged by attend_chunks). `scratch` selects the calling thread's buffers.
 void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
                   float* out, uint32_t h0, uint32_t h1, uint32_t scratch, uint32_t c0,
-                  uint32_t c1, float* ml) {
+                  uint32_t c1, float* lse_out) {
   const Hparams& hp = t->hp;
   const KvRing& kv = t->kv;
   const uint32_t kind = t->layers[l].kind;
@@ -373,6 +377,16 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
       prefetch_share(next, nb_next * kv.row_bytes, a / group - h0 / group, runs);
     }
   };
+  // The key walk also requests the same block's values, which the value walk reads after the
+  // softmax: two streams in flight where one sequential stream runs at the one-stream read
+  // bandwidth, below what the core can take (this host: 27 against 36 GB/s with 4 streams), and
+  // the values then come from L2. Only when the range's values fit well inside L2 (a chunk of
+  // 256 positions of SmolLM2-135M: 96 KiB), so none are evicted before their turn. SmolLM2-135M
+  // shape q8, f16 KV, depth 2,048, one thread, the time per token above depth 0's, mean of
+  // three alternated rounds: avx512 2.60 -> 2.40 ms, avx2 3.37 -> 2.98 ms. Requesting the next
+  // chunk's keys during this chunk's value walk as well measured no better.
+  const bool values_ahead = tiled && all_heads &&
+                            static_cast<size_t>(c1 - c0) * kv.row_bytes <= kValuesAheadBytes;
   // Blocks start at whole tiles (c0 is a multiple of kAttnTile); a block's slots below n_sinks
   // were scored above.
   for (uint32_t j0 = c0; j0 < c1; j0 += block) {
@@ -381,6 +395,7 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
     const uint32_t lo = j0 > n_sinks ? j0 : n_sinks;
     for (uint32_t a = h0; a < h1; a = run_end(a)) {
       prefetch_next(kbase + (j0 + nb) * kv.row_bytes, nb_next, a);
+      if (values_ahead) prefetch_share(vbase + j0 * kv.row_bytes, nb * kv.row_bytes, a / group - h0 / group, runs);
       kv_scores_seq(t->k, kv, qrot + (a - h0) * hd, run_end(a) - a, kbase, a / group, lo,
                     j0 + nb, scale, att + (a - h0) * n_ctx, n_ctx);
     }
@@ -388,15 +403,8 @@ void attend_heads(Transformer* t, uint32_t l, const float* q, uint64_t pos, cons
   for (uint32_t h = h0; h < h1; ++h) {
     float* a = att + (h - h0) * n_ctx + c0;
     if (cap > 0.0f) soft_cap(a, c1 - c0, cap);
-    float mx = a[0];
-    if (ml) {
-      for (uint32_t j = 1; j < c1 - c0; ++j) mx = a[j] > mx ? a[j] : mx;
-    }
-    const float sum = t->k->softmax(a, c1 - c0);
-    if (ml) {
-      ml[2 * h] = mx;
-      ml[2 * h + 1] = sum;
-    }
+    const float lse = t->k->softmax(a, c1 - c0);
+    if (lse_out) lse_out[h] = lse;
     memset(out + h * hd, 0, hd * sizeof(float));
   }
   // Values as the keys: tiled, one tile a block read in address order (a head's 16 rows
@@ -502,7 +510,7 @@ void attend_chunk_units(const ChunkJob& j, uint32_t u0, uint32_t u1, uint32_t sl
     const uint32_t c1 = j.visible - c0 < t->attn_chunk ? j.visible : c0 + t->attn_chunk;
     attend_heads(t, j.l, j.q, j.pos, j.cs, t->part_out + static_cast<size_t>(c) * t->hp.q_dim, 0,
                  t->hp.n_heads, slot, c0, c1,
-                 t->part_ml + static_cast<size_t>(c) * 2 * t->hp.n_heads);
+                 t->part_lse + static_cast<size_t>(c) * t->hp.n_heads);
   }
 }
 
@@ -515,8 +523,9 @@ void attend_chunk_job(void* ctx, uint32_t part, uint32_t n_parts, uint32_t slot)
 
 // Attention over more than attn_chunk visible slots: chunk by chunk (in parallel on the pool
 // when there are threads), each chunk's softmax and output normalized on its own, then merged
-// in chunk order: with M the largest chunk max, z_c = l_c e^(m_c - M) and Z = sum z_c,
-// out = sum_c (z_c / Z) o_c, which is the softmax over all slots. The chunks do not depend on
+// in chunk order: with L_c the chunk's log of its sum of exp(score) (the softmax kernel's
+// result), M the largest L_c, z_c = e^(L_c - M) and Z = sum z_c, out = sum_c (z_c / Z) o_c, which
+// is the softmax over all slots. The chunks do not depend on
 // the thread count, so neither does the result; they balance any number of threads, where a
 // split by heads left one of two threads two of three KV heads (SmolLM2-135M).
 void attend_chunks(Transformer* t, uint32_t l, const float* q, uint64_t pos, const float* cs,
@@ -531,20 +540,17 @@ void attend_chunks(Transformer* t, uint32_t l, const float* q, uint64_t pos, con
   }
   const uint32_t hd = hp.head_dim;
   for (uint32_t h = 0; h < hp.n_heads; ++h) {
-    float mx = t->part_ml[2 * h];
+    const float* lse = t->part_lse + h;  // chunk c's at lse[c * n_heads]
+    float mx = lse[0];
     for (uint32_t c = 1; c < job.n_chunks; ++c) {
-      const float m = t->part_ml[static_cast<size_t>(c) * 2 * hp.n_heads + 2 * h];
+      const float m = lse[static_cast<size_t>(c) * hp.n_heads];
       mx = m > mx ? m : mx;
     }
     float z_sum = 0.0f;
-    for (uint32_t c = 0; c < job.n_chunks; ++c) {
-      const float* ml = t->part_ml + static_cast<size_t>(c) * 2 * hp.n_heads + 2 * h;
-      z_sum += ml[1] * expf(ml[0] - mx);
-    }
+    for (uint32_t c = 0; c < job.n_chunks; ++c) z_sum += expf(lse[static_cast<size_t>(c) * hp.n_heads] - mx);
     float* o = out + static_cast<size_t>(h) * hd;
     for (uint32_t c = 0; c < job.n_chunks; ++c) {
-      const float* ml = t->part_ml + static_cast<size_t>(c) * 2 * hp.n_heads + 2 * h;
-      const float w = ml[1] * expf(ml[0] - mx) / z_sum;
+      const float w = expf(lse[static_cast<size_t>(c) * hp.n_heads] - mx) / z_sum;
       const float* oc = t->part_out + static_cast<size_t>(c) * hp.q_dim + static_cast<size_t>(h) * hd;
       if (c == 0) {
         for (uint32_t i = 0; i < hd; ++i) o[i] = w * oc[i];
@@ -614,8 +620,8 @@ void transformer_layout(Arena& a, const Hparams& hp, uint32_t n_ctx, uint32_t n_
   t->attn_chunks = (n_ctx + t->attn_chunk - 1) / t->attn_chunk;
   t->part_out = static_cast<float*>(
       a.alloc_2d(t->attn_chunks, hp.q_dim, sizeof(float), kArenaAlignment));
-  t->part_ml = static_cast<float*>(
-      a.alloc_2d(t->attn_chunks, 2 * static_cast<uint64_t>(hp.n_heads), sizeof(float), kArenaAlignment));
+  t->part_lse = static_cast<float*>(
+      a.alloc_2d(t->attn_chunks, hp.n_heads, sizeof(float), kArenaAlignment));
   t->att = static_cast<float*>(a.alloc_2d(n_threads, static_cast<uint64_t>(hp.n_heads) * n_ctx,
                                           sizeof(float), kArenaAlignment));
   t->kbuf = static_cast<float*>(a.alloc_2d(n_threads, hp.head_dim, sizeof(float), kArenaAlignment));

@@ -56,7 +56,7 @@ struct Transformer {
   uint32_t attn_chunk;      // slots per chunk: a multiple of kAttnTile, at least 256
   uint32_t attn_chunks;     // chunks of a full ring: ceil(n_ctx / attn_chunk) <= 16
   float* part_out;          // (attn_chunks, q_dim) each chunk's output, normalized by its softmax
-  float* part_ml;           // (attn_chunks, n_heads, 2) each chunk's max score and sum of exps
+  float* part_lse;          // (attn_chunks, n_heads) each chunk's log of its sum of exp(score)
   float* rope_freq;         // (head_dim / 2) inverse frequencies of global layers
   float* rope_freq_local;   // (head_dim / 2) inverse frequencies of sliding-window layers
   float* rope_cs;           // (n_batch, head_dim): cos | sin tables of the batch's positions

@@ -250,7 +250,7 @@ float softmax_armv7(float* x, uint32_t size) {
   }
   const float sum = hsum(sv) + tail_sum;
   for (i = 0; i < size; ++i) x[i] /= sum;  // VFP division: exact as the reference's
-  return sum;
+  return max_val + logf(sum);
 }
 
 void attn_dot_armv7(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,

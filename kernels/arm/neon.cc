@@ -61,7 +61,7 @@ float softmax_neon(float* x, uint32_t size) {
   for (i = 0; i + 4 <= size; i += 4) vst1q_f32(x + i, vdivq_f32(vld1q_f32(x + i), sum));
   const float s = vgetq_lane_f32(sum, 0);
   for (; i < size; ++i) x[i] /= s;
-  return s;
+  return max_val + logf(s);
 }
 
 void attn_dot_neon(const float* q, const void* k_rows, uint32_t row_stride_elems, uint32_t n_rows,

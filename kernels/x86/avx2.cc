@@ -1039,7 +1039,7 @@ float softmax_avx2(float* x, uint32_t size) {
     const __m256i mask = tail_mask(size - i);
     _mm256_maskstore_ps(x + i, mask, _mm256_div_ps(_mm256_maskload_ps(x + i, mask), sum));
   }
-  return _mm256_cvtss_f32(sum);
+  return max_val + logf(_mm256_cvtss_f32(sum));
 }
 
 void swiglu_avx2(float* a, const float* b, uint32_t size) {

@@ -35,6 +35,7 @@
 #endif
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "x86/x86.inc"
@@ -1510,7 +1511,7 @@ float softmax_avx512(float* x, uint32_t size) {
     const __mmask16 m = first_lanes16(size - i);
     _mm512_mask_storeu_ps(x + i, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), sum));
   }
-  return _mm512_cvtss_f32(sum);
+  return _mm512_cvtss_f32(mx) + logf(_mm512_cvtss_f32(sum));
 }
 
 // ---- f32 / f16 attention (kernels.h: attn_dot, attn_accum and their n-query forms) -------------
