@@ -46,6 +46,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <utility>
+
 #include "x86/x86.inc"
 
 namespace ringlm::internal {
@@ -516,6 +518,18 @@ template <bool kK>
   }
 }
 
+// Eight u16 lanes f(0) .. f(7), inserted from registers (vpinsrw; an immediate lane each).
+template <typename F, size_t... V>
+[[gnu::always_inline]] inline __m128i u16_lanes_seq(const F& f, std::index_sequence<V...>) {
+  __m128i r = _mm_setzero_si128();
+  ((r = _mm_insert_epi16(r, static_cast<int>(f(static_cast<uint32_t>(V))), static_cast<int>(V))), ...);
+  return r;
+}
+template <typename F>
+[[gnu::always_inline]] inline __m128i u16_lanes(const F& f) {
+  return u16_lanes_seq(f, std::make_index_sequence<8>());
+}
+
 // kK: Q4K (a block is a super-block: its 8 levels d * sc and d_min * m from q4k_levels, the
 // nibbles unsigned, the min term d_min * m * x_sum per group applied with one fnmadd per block).
 template <bool kK>
@@ -720,36 +734,42 @@ struct Q4Blocks {
   void tail_rows(uint32_t r, uint32_t r_end, uint32_t t, uint32_t n) const {
     const uint32_t rows = r_end - r < K ? r_end - r : K;
     const uint32_t g0 = blocks * kBlk;
-    alignas(16) uint16_t h[8];
-    alignas(32) float kd[8], km[8];  // Q4K: each virtual group's d * sc and d_min * m
     __m128i v16[8];
+    size_t lane_row[8];  // a padding lane reads row r (its value is never summed)
     for (uint32_t v = 0; v < kBlk; ++v) {
       const bool real = v_row[v] < rows;
-      const size_t row = static_cast<size_t>(r + (real ? v_row[v] : 0));
+      lane_row[v] = static_cast<size_t>(r + (real ? v_row[v] : 0));
       const size_t g = g0 + v_group[v];
-      v16[v] = real ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(W + row * w_row_bytes + g * (kQuantGroup / 2)))
+      v16[v] = real ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(W + lane_row[v] * w_row_bytes + g * (kQuantGroup / 2)))
                     : _mm_setzero_si128();
-      if constexpr (kK) {
-        // As q4k_levels: float(sc) x d, float(m) x d_min.
-        const size_t s = row * supers + blocks;
-        kd[v] = real ? static_cast<float>(SUB[16 * s + v_group[v]]) * _cvtsh_ss(WS[2 * s]) : 0.0f;
-        km[v] = real ? static_cast<float>(SUB[16 * s + 8 + v_group[v]]) * _cvtsh_ss(WS[2 * s + 1]) : 0.0f;
-      } else {
-        h[v] = real ? WS[row * groups + g] : 0;
-      }
+    }
+    // The virtual groups' scales are put into vector lanes from registers (vpinsrw): stored as
+    // scalars and loaded back as one vector they cost a store-forwarding stall a tail (~8 % of
+    // SmolLM2 q4 decode in perf, at the vector load). Only real lanes (v_row[v] < rows) reach
+    // y; a padding lane's level is whatever its clamped row gives.
+    __m256 ws, ms = _mm256_setzero_ps();
+    if constexpr (kK) {
+      // As q4k_levels: float(sc) x d, float(m) x d_min (the same single rounding). v_group < 8:
+      // within the super-block's 16 sub-scale bytes.
+      const auto sup = [&](uint32_t v) { return lane_row[v] * supers + blocks; };
+      const __m128i sc = u16_lanes([&](uint32_t v) { return SUB[16 * sup(v) + v_group[v]]; });
+      const __m128i mn = u16_lanes([&](uint32_t v) { return SUB[16 * sup(v) + 8 + v_group[v]]; });
+      const __m128i d = u16_lanes([&](uint32_t v) { return WS[2 * sup(v)]; });
+      const __m128i dm = u16_lanes([&](uint32_t v) { return WS[2 * sup(v) + 1]; });
+      ws = _mm256_permutevar8x32_ps(
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(sc)), _mm256_cvtph_ps(d)), q4_sigma());
+      ms = _mm256_permutevar8x32_ps(
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(mn)), _mm256_cvtph_ps(dm)), q4_sigma());
+    } else {
+      // A padding lane's group may lie past the row's scales: 0 there.
+      const __m128i h = u16_lanes(
+          [&](uint32_t v) { return v_row[v] < rows ? WS[lane_row[v] * groups + g0 + v_group[v]] : 0; });
+      ws = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(h), q4_sigma());
     }
     __m256i q[4], u[8];
     for (int k = 0; k < 4; ++k) q[k] = _mm256_setr_m128i(v16[2 * k], v16[2 * k + 1]);
     transpose_packed(q);
     q4_unpack<kK>(q, u);
-    __m256 ws, ms = _mm256_setzero_ps();
-    if constexpr (kK) {
-      ws = _mm256_permutevar8x32_ps(_mm256_load_ps(kd), q4_sigma());
-      ms = _mm256_permutevar8x32_ps(_mm256_load_ps(km), q4_sigma());
-    } else {
-      ws = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h))),
-                                    q4_sigma());
-    }
     const uint32_t nr = K > 1 ? rows : 1;
     for (uint32_t j = t; j < t + n; ++j) {
       const uint8_t* pb = prep(j) + static_cast<size_t>(blocks) * kPBlockBytes;
