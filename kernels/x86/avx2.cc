@@ -877,6 +877,218 @@ bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
   return true;
 }
 
+
+// ---- Q6K: four groups at a time ------------------------------------------------------------
+// Q6kTile spends ~15 vector ops a group and row, 3-4 of them byte shuffles (one port on Intel):
+// it spreads each group's 8 high-bit bytes with vpshufb and builds its two scale words with a
+// broadcast and vpshufb. Q6kQuads takes a quad of 4 groups (64 nibble bytes, 32 high-bit bytes)
+// at once and lets the activations follow the weights' byte order instead (prepared once per
+// call and token, shared by every row): with T = the quad's high-bit bytes in group order
+// 0, 2, 1, 3 (one vpermq), L / U = the low / high qwords of the nibble bytes of groups (0, 2 |
+// 1, 3) (vpunpcklqdq / vpunpckhqdq), the 6-bit values are
+//   V0 = L & 15 | (T << 4) & 48   values 0..7    of groups [0, 2 | 1, 3]
+//   V1 = U & 15 | (T << 2) & 48   values 8..15
+//   V2 = L >> 4 | T & 48          values 16..23
+//   V3 = U >> 4 | (T >> 2) & 48   values 24..31
+// (the 16-bit shifts' carries between bytes are masked off), the activations X0..X3 in the same
+// order. Per quad, row and token: vpmaddubsw(V, X) summed for the two 8-value halves of each
+// sub-block in int16 (4 products of q in [0, 63] and |x| <= 127: below 2^15), minus 32 x their x
+// sums (prepared), vpmaddwd with the sub-block scales as words 256 * sc (one vpshufb each from
+// the quad's 8 scale bytes) and added: int32 lanes [g0, g0, g2, g2 | g1, g1, g3, g3] each
+// 256 * sc * 8 products (|.| < 2^31 - 2^23: no overflow; a multiple of 256 of an integer below
+// 2^24, so its conversion is exact), converted and fma'd with d / 256 x the group's x scale.
+// ~9 vector ops a group and row, 1.25 shuffles. Decode and every tile give each row the same
+// float ops in the same order (kShapeInvariant). A last partial quad (groups % 4 of a row, e.g.
+// 2 of a 576-wide row) reads only its groups' bytes; the prepared activations are zero past them.
+constexpr size_t kQ6PX = 0, kQ6PCorr = 128, kQ6PScale = 192, kQ6PQuadBytes = 224;
+
+struct Q6kQuads : Q6kMat {
+  static constexpr bool kShapeInvariant = true;
+  static constexpr bool kRowStep = true;  // decode_walk's strided tiles (tile.inc)
+  uint32_t quads;       // whole quads per row
+  uint32_t tail;        // groups past them (0..3)
+  const uint8_t* P;     // prepared token t at P + t * p_stride (kQ6PQuadBytes per quad)
+  size_t p_stride;
+
+  Q6kQuads strided(uint32_t r, uint32_t step) const {
+    Q6kQuads k = *this;
+    static_cast<Q6kMat&>(k) = strided_view(r, step);
+    return k;
+  }
+
+  // Prepares token t's quads at o: x (in the weights' order), the -32 correction, the scales.
+  static void prep_token(const int8_t* xt, const float* st, uint32_t groups, uint8_t* o) {
+    const uint32_t nq = (groups + 3) / 4;
+    const __m256i m32 = _mm256_set1_epi8(32);
+    for (uint32_t qd = 0; qd < nq; ++qd, o += kQ6PQuadBytes) {
+      __m256i g[4];
+      alignas(32) float s[8];
+      for (uint32_t k = 0; k < 4; ++k) {
+        const uint32_t gi = 4 * qd + k;
+        const bool real = gi < groups;
+        g[k] = real ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + size_t{gi} * kQuantGroup))
+                    : _mm256_setzero_si256();
+        // lanes [g0, g0, g2, g2 | g1, g1, g3, g3]
+        const uint32_t lane = (k % 2) * 4 + (k / 2) * 2;
+        s[lane] = s[lane + 1] = real ? st[gi] : 0.0f;
+      }
+      const __m256i lo02 = _mm256_unpacklo_epi64(g[0], g[2]), hi02 = _mm256_unpackhi_epi64(g[0], g[2]);
+      const __m256i lo13 = _mm256_unpacklo_epi64(g[1], g[3]), hi13 = _mm256_unpackhi_epi64(g[1], g[3]);
+      __m256i x[4];
+      x[0] = _mm256_permute2x128_si256(lo02, lo13, 0x20);
+      x[1] = _mm256_permute2x128_si256(hi02, hi13, 0x20);
+      x[2] = _mm256_permute2x128_si256(lo02, lo13, 0x31);
+      x[3] = _mm256_permute2x128_si256(hi02, hi13, 0x31);
+      __m256i* ox = reinterpret_cast<__m256i*>(o + kQ6PX);
+      for (int m = 0; m < 4; ++m) _mm256_store_si256(ox + m, x[m]);
+      __m256i* oc = reinterpret_cast<__m256i*>(o + kQ6PCorr);
+      _mm256_store_si256(oc, _mm256_add_epi16(_mm256_maddubs_epi16(m32, x[0]), _mm256_maddubs_epi16(m32, x[1])));
+      _mm256_store_si256(oc + 1, _mm256_add_epi16(_mm256_maddubs_epi16(m32, x[2]), _mm256_maddubs_epi16(m32, x[3])));
+      _mm256_store_ps(reinterpret_cast<float*>(o + kQ6PScale), _mm256_load_ps(s));
+    }
+  }
+
+  // The quad's 6-bit values of one row (nibbles at lo, high bits at hi); kTail: only `n` (1..3)
+  // groups there.
+  template <bool kTail>
+  [[gnu::always_inline]] static void unpack(const uint8_t* lo, const uint8_t* hi, uint32_t n,
+                                            __m256i (&v)[4]) {
+    __m256i n01, n23, h;
+    if constexpr (kTail) {
+      const __m128i n0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
+      n01 = n >= 2 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)) : _mm256_zextsi128_si256(n0);
+      n23 = n == 3 ? _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + 32)))
+                   : _mm256_setzero_si256();
+      const __m128i h0 = n >= 2 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi))
+                                : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi));
+      h = n == 3 ? _mm256_inserti128_si256(_mm256_zextsi128_si256(h0),
+                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi + 16)), 1)
+                 : _mm256_zextsi128_si256(h0);
+    } else {
+      n01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo));
+      n23 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + 32));
+      h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi));
+    }
+    const __m256i t = _mm256_permute4x64_epi64(h, 0xd8);  // groups 0, 2, 1, 3
+    const __m256i l = _mm256_unpacklo_epi64(n01, n23), u = _mm256_unpackhi_epi64(n01, n23);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m48 = _mm256_set1_epi8(0x30);
+    v[0] = _mm256_or_si256(_mm256_and_si256(l, m4), _mm256_and_si256(_mm256_slli_epi16(t, 4), m48));
+    v[1] = _mm256_or_si256(_mm256_and_si256(u, m4), _mm256_and_si256(_mm256_slli_epi16(t, 2), m48));
+    v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), _mm256_and_si256(t, m48));
+    v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(u, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(t, 2), m48));
+  }
+
+  // Quad qd of rows [0, R) (tile rows at Wr, Hr, SCr) into acc, token j's prepared quad at
+  // pq[j]; d256[i]: row i's super-block d / 256.
+  template <int R, int T, bool kTail>
+  [[gnu::always_inline]] void quad(const uint8_t* Wr, const uint8_t* Hr, const int8_t* SCr,
+                                   size_t sc_stride, uint32_t qd, const float (&d256)[R],
+                                   const uint8_t* const (&pq)[T], __m256 (&acc)[R][T]) const {
+    // 256 * sc words: sc_a of groups [0, 2 | 1, 3] (bytes 0, 4 | 2, 6 of the quad's 8 scale
+    // bytes, in the words' high bytes), sc_b (bytes 1, 5 | 3, 7).
+    const __m256i ctl_a = _mm256_setr_epi8(
+        -128, 0, -128, 0, -128, 0, -128, 0, -128, 4, -128, 4, -128, 4, -128, 4,
+        -128, 2, -128, 2, -128, 2, -128, 2, -128, 6, -128, 6, -128, 6, -128, 6);
+    const __m256i ctl_b = _mm256_setr_epi8(
+        -128, 1, -128, 1, -128, 1, -128, 1, -128, 5, -128, 5, -128, 5, -128, 5,
+        -128, 3, -128, 3, -128, 3, -128, 3, -128, 7, -128, 7, -128, 7, -128, 7);
+    for (int i = 0; i < R; ++i) {
+      __m256i v[4];
+      unpack<kTail>(Wr + i * w_row_bytes + size_t{qd} * 64, Hr + i * hi_row_bytes + size_t{qd} * 32,
+                    tail, v);
+      // The quad's 8 scale bytes: super-block qd / 2, its groups 4 (qd % 2) ..
+      const __m256i sb = _mm256_broadcastq_epi64(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(SCr + i * sc_stride + size_t{qd} * 8)));
+      const __m256i sa = _mm256_shuffle_epi8(sb, ctl_a), sbb = _mm256_shuffle_epi8(sb, ctl_b);
+      for (int j = 0; j < T; ++j) {
+        // Laundered per row: GCC 12 otherwise loads a token's prepared vectors once for the R
+        // rows and, short of registers, spills the accumulators instead (measured: 4-row decode
+        // tile kept them on the stack).
+        const uint8_t* p = pq[j];
+        asm("" : "+r"(p));
+        const __m256i* px = reinterpret_cast<const __m256i*>(p + kQ6PX);
+        const __m256i* pc = reinterpret_cast<const __m256i*>(p + kQ6PCorr);
+        const __m256i pa = _mm256_sub_epi16(
+            _mm256_add_epi16(_mm256_maddubs_epi16(v[0], _mm256_load_si256(px)),
+                             _mm256_maddubs_epi16(v[1], _mm256_load_si256(px + 1))),
+            _mm256_load_si256(pc));
+        const __m256i pb = _mm256_sub_epi16(
+            _mm256_add_epi16(_mm256_maddubs_epi16(v[2], _mm256_load_si256(px + 2)),
+                             _mm256_maddubs_epi16(v[3], _mm256_load_si256(px + 3))),
+            _mm256_load_si256(pc + 1));
+        const __m256i is = _mm256_add_epi32(_mm256_madd_epi16(pa, sa), _mm256_madd_epi16(pb, sbb));
+        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(d256[i]),
+                                        _mm256_load_ps(reinterpret_cast<const float*>(p + kQ6PScale)));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), sc, acc[i][j]);
+      }
+    }
+  }
+
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const auto [Wr, Hr, Dr, SCr, d_stride, sc_stride, Xt, XSt, xs_stride] = at(r, t);
+    (void)Xt;
+    (void)XSt;
+    (void)xs_stride;
+    __m256 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+    const uint8_t* pt[T];
+    for (int j = 0; j < T; ++j) pt[j] = P + (t + j) * p_stride;
+    float d256[R];  // set at each super-block's first quad (qd = 0 is one)
+    for (int i = 0; i < R; ++i) d256[i] = 0.0f;
+    const uint32_t all = quads + (tail ? 1 : 0);
+    for (uint32_t qd = 0; qd < all; ++qd) {
+      if (qd % 2 == 0) {
+        // A super-block starts: its d, and prefetches of both planes' lines of it, kPrefetchBytes
+        // ahead (the high plane at half the pace: half the distance).
+        const uint32_t s = qd / 2;
+        for (int i = 0; i < R; ++i) {
+          d256[i] = q6k_d256(Dr + i * d_stride + s);
+          const uint8_t* lo = Wr + i * w_row_bytes + size_t{s} * 128 + kPrefetchBytes;
+          prefetch(lo);
+          prefetch(lo + 64);
+          prefetch(Hr + i * hi_row_bytes + size_t{s} * 64 + kPrefetchBytes / 2);
+        }
+      }
+      const uint8_t* pq[T];
+      for (int j = 0; j < T; ++j) pq[j] = pt[j] + size_t{qd} * kQ6PQuadBytes;
+      if (qd < quads) quad<R, T, false>(Wr, Hr, SCr, sc_stride, qd, d256, pq, acc);
+      else quad<R, T, true>(Wr, Hr, SCr, sc_stride, qd, d256, pq, acc);
+    }
+    store_tile<R, T>(acc, Y + t * y_stride + r, y_stride, y_step);
+  }
+};
+
+// false when one token's prepared quads do not fit the stack buffer (rows wider than ~9,000
+// groups) or there are none: then the caller takes Q6kTile, for every token count alike.
+bool q6k_quads(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+               uint32_t r1) {
+  Q6kQuads k;
+  static_cast<Q6kMat&>(k) = q6k_mat<Q6kMat>(w, x, y);
+  const size_t per_token = size_t{(k.groups + 3) / 4} * kQ6PQuadBytes;
+  if (per_token == 0 || per_token > kBlkPrepBytes) return false;
+  alignas(32) uint8_t prep[kBlkPrepBytes];
+  const uint32_t chunk = static_cast<uint32_t>(kBlkPrepBytes / per_token);
+  k.quads = k.groups / 4;
+  k.tail = k.groups % 4;
+  k.P = prep;
+  k.p_stride = per_token;
+  const size_t xs_stride = x.stride / kQuantGroup;
+  for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+    const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
+    for (uint32_t t = 0; t < nt; ++t) {
+      Q6kQuads::prep_token(x.qs + size_t{t0 + t} * x.stride, x.scales + size_t{t0 + t} * xs_stride,
+                           k.groups, prep + t * per_token);
+    }
+    Q6kQuads kc = k;
+    kc.Y = y + size_t{t0} * w.rows;
+    drive<4, 2, 4>(kc, nt, r0, r1);
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---- entry points -------------------------------------------------------------------------------
@@ -924,6 +1136,7 @@ void matmul_q5k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float*
 // 3 x 3, 5 x 3 and 6 x 2 slower).
 void matmul_q6k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1) {
+  if (q6k_quads(w, x, n & ~kMatmulExactRows, y, r0, r1)) return;
   drive<4, 4, 3>(q6k_mat<Q6kTile>(w, x, y), n, r0, r1);
 }
 
