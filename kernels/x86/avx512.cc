@@ -1438,6 +1438,174 @@ struct Q6kQuad : Q6kMat {
   }
 };
 
+// Q6kQuad with the activations' side prepared once per call and token (Q6kPrep, below) instead
+// of in every tile: per quad of 4 groups, x regrouped to the weights' order (values 0..15 /
+// 16..31 of the four groups), -32 x its 4-byte sums (the vpdpbusd starts) and each lane's x
+// scale (lane L: group L / 4's). A tile's quad then takes, per row, Q6kQuad's unpacking and
+// scale shuffles, and per token 2 vpdpbusd, vpmaddwd, vpdpwssd, cvt, a multiply by d / 256
+// and the fma: no per-tile x permutes or sums, and no per-row vpermps of the scales. Every row
+// takes the same float ops in the same order in decode and in every tile (kShapeInvariant); the
+// values equal Q6kQuad's integer sums, the floats may differ from its in the last bits
+// (summation order of the fmas: per quad here, per group there).
+constexpr size_t kQ6PXlo = 0, kQ6PXhi = 64, kQ6PNlo = 128, kQ6PNhi = 192, kQ6PScale = 256,
+                 kQ6PQuadBytes = 320;
+
+struct Q6kPrep : Q6kMat {
+  static constexpr bool kShapeInvariant = true;
+  uint32_t quads;    // whole quads per row
+  uint32_t tail;     // groups past them (0..3)
+  const uint8_t* P;  // prepared token t at P + t * p_stride
+  size_t p_stride;
+
+  static void prep_token(const int8_t* xt, const float* st, uint32_t groups, uint8_t* o) {
+    const uint32_t nq = (groups + 3) / 4;
+    const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+    const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+    const __m512i m32 = _mm512_set1_epi8(32);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i quad_of_lane = _mm512_srli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    for (uint32_t qd = 0; qd < nq; ++qd, o += kQ6PQuadBytes) {
+      const uint32_t ng = groups - 4 * qd < 4 ? groups - 4 * qd : 4;
+      const int8_t* xp = xt + size_t{4 * qd} * kQuantGroup;
+      const __mmask64 ma = ng >= 2 ? ~0ull : (1ull << (32 * ng)) - 1;
+      const __mmask64 mb = ng == 4 ? ~0ull : ng <= 2 ? 0 : (1ull << (32 * (ng - 2))) - 1;
+      const __m512i a = _mm512_maskz_loadu_epi8(ma, xp);
+      const __m512i b = _mm512_maskz_loadu_epi8(mb, xp + 64);
+      const __m512i xlo = _mm512_permutex2var_epi64(a, lo_idx, b);
+      const __m512i xhi = _mm512_permutex2var_epi64(a, hi_idx, b);
+      _mm512_store_si512(o + kQ6PXlo, xlo);
+      _mm512_store_si512(o + kQ6PXhi, xhi);
+      _mm512_store_si512(o + kQ6PNlo, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, m32, xlo)));
+      _mm512_store_si512(o + kQ6PNhi, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, m32, xhi)));
+      const __m512 s = _mm512_castps128_ps512(
+          _mm_maskz_loadu_ps(static_cast<__mmask8>((1u << ng) - 1), st + 4 * qd));
+      _mm512_store_ps(o + kQ6PScale, _mm512_permutexvar_ps(quad_of_lane, s));
+    }
+  }
+
+  template <int R, int T, bool kTail>
+  [[gnu::always_inline]] void quad(const uint8_t* Wr, const uint8_t* Hr, uint32_t qd,
+                                   const __m512i (&sab)[R][2], const __m512 (&dv)[R],
+                                   const uint8_t* const (&pq)[T], __m512 (&acc)[R][T]) const {
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    const __m512i high_bits = _mm512_set1_epi8(0x30);
+    const __m512i dup = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m512i shl = _mm512_setr_epi64(4, 2, 4, 2, 4, 2, 4, 2);  // fields 0, 1 to bits 4-5
+    const __m512i shr = _mm512_setr_epi64(0, 2, 0, 2, 0, 2, 0, 2);  // fields 2, 3 to bits 4-5
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* p = Wr + i * w_row_bytes + size_t{qd} * 64;
+      const uint8_t* h = Hr + i * hi_row_bytes + size_t{qd} * 32;
+      __m512i b;
+      __m256i hv;
+      if constexpr (kTail) {
+        b = _mm512_maskz_loadu_epi8((1ull << (16 * tail)) - 1, p);
+        hv = _mm256_maskz_loadu_epi8((1u << (8 * tail)) - 1, h);
+      } else {
+        b = _mm512_loadu_si512(p);
+        hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h));
+      }
+      const __m512i hh = _mm512_permutexvar_epi64(dup, _mm512_castsi256_si512(hv));
+      const __m512i qlo = _mm512_ternarylogic_epi32(_mm512_and_si512(b, nib),
+                                                    _mm512_sllv_epi64(hh, shl), high_bits, 0xf8);
+      const __m512i qhi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(b, 4), nib),
+                                                    _mm512_srlv_epi64(hh, shr), high_bits, 0xf8);
+      for (int j = 0; j < T; ++j) {
+        const uint8_t* pj = pq[j];
+        const __m512i ta = _mm512_dpbusd_epi32(_mm512_load_si512(pj + kQ6PNlo), qlo,
+                                               _mm512_load_si512(pj + kQ6PXlo));
+        const __m512i tb = _mm512_dpbusd_epi32(_mm512_load_si512(pj + kQ6PNhi), qhi,
+                                               _mm512_load_si512(pj + kQ6PXhi));
+        const __m512i c = _mm512_dpwssd_epi32(_mm512_madd_epi16(ta, sab[i][0]), tb, sab[i][1]);
+        const __m512 sv = _mm512_mul_ps(dv[i], _mm512_load_ps(pj + kQ6PScale));
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), sv, acc[i][j]);
+      }
+    }
+  }
+
+  template <int R, int T>
+  void tile(uint32_t r, uint32_t t) const {
+    const auto [Wr, Hr, Dr, SCr, d_stride, sc_stride, Xt, XSt, xs_stride] = at(r, t);
+    (void)Xt;
+    (void)XSt;
+    (void)xs_stride;
+    const __m512i quad_of_lane = _mm512_srli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    // Q6kQuad's scale controls, for the first and the second quad of a super-block.
+    const __m512i sc_ctl =
+        _mm512_or_si512(_mm512_set1_epi32(static_cast<int>(0x80800080u)),
+                        _mm512_slli_epi32(_mm512_add_epi32(quad_of_lane, quad_of_lane), 8));
+    const __m512i ctl[2][2] = {
+        {sc_ctl, _mm512_add_epi32(sc_ctl, _mm512_set1_epi32(1 << 8))},
+        {_mm512_add_epi32(sc_ctl, _mm512_set1_epi32(8 << 8)),
+         _mm512_add_epi32(sc_ctl, _mm512_set1_epi32(9 << 8))}};
+    __m512 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+    const uint8_t* pt[T];
+    for (int j = 0; j < T; ++j) pt[j] = P + (t + j) * p_stride;
+    __m512 dv[R];       // d / 256 of the super-block, per row
+    __m512i scb[R];     // its 16 scales in every 128-bit lane
+    for (int i = 0; i < R; ++i) {
+      dv[i] = _mm512_setzero_ps();
+      scb[i] = _mm512_setzero_si512();
+    }
+    const uint32_t all = quads + (tail ? 1 : 0);
+    for (uint32_t qd = 0; qd < all; ++qd) {
+      const uint32_t s = qd / 2;
+      if (qd % 2 == 0) {
+        for (int i = 0; i < R; ++i) {
+          dv[i] = _mm512_set1_ps(q6k_d256(Dr + i * d_stride + s));
+          scb[i] = _mm512_broadcast_i32x4(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(SCr + i * sc_stride + kQ6kSubsPerSuper * s)));
+          const uint8_t* lo = Wr + i * w_row_bytes + size_t{s} * 128 + kPrefetchBytes;
+          prefetch(lo);
+          prefetch(lo + 64);
+          prefetch(Hr + i * hi_row_bytes + size_t{s} * 64 + kPrefetchBytes / 2);
+        }
+      }
+      __m512i sab[R][2];
+      for (int i = 0; i < R; ++i) {
+        sab[i][0] = _mm512_shuffle_epi8(scb[i], ctl[qd % 2][0]);
+        sab[i][1] = _mm512_shuffle_epi8(scb[i], ctl[qd % 2][1]);
+      }
+      const uint8_t* pq[T];
+      for (int j = 0; j < T; ++j) pq[j] = pt[j] + size_t{qd} * kQ6PQuadBytes;
+      if (qd < quads) quad<R, T, false>(Wr, Hr, qd, sab, dv, pq, acc);
+      else quad<R, T, true>(Wr, Hr, qd, sab, dv, pq, acc);
+    }
+    store_tile512<R, T>(acc, Y + t * y_stride + r, y_stride);
+  }
+};
+
+// false when one token's prepared quads do not fit the stack buffer or there are none: then
+// the caller takes Q6kQuad, for every token count alike.
+bool q6k_prep(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
+              uint32_t r1) {
+  Q6kPrep k;
+  static_cast<Q6kMat&>(k) = q6k_mat<Q6kMat>(w, x, y);
+  const size_t per_token = size_t{(k.groups + 3) / 4} * kQ6PQuadBytes;
+  if (per_token == 0 || per_token > kPrepBytes) return false;
+  alignas(64) uint8_t prep[kPrepBytes];
+  const uint32_t chunk = static_cast<uint32_t>(kPrepBytes / per_token);
+  k.quads = k.groups / 4;
+  k.tail = k.groups % 4;
+  k.P = prep;
+  k.p_stride = per_token;
+  const size_t xs_stride = x.stride / kQuantGroup;
+  for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+    const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
+    for (uint32_t t = 0; t < nt; ++t) {
+      Q6kPrep::prep_token(x.qs + size_t{t0 + t} * x.stride, x.scales + size_t{t0 + t} * xs_stride,
+                          k.groups, prep + t * per_token);
+    }
+    Q6kPrep kc = k;
+    kc.Y = y + size_t{t0} * w.rows;
+    drive<8, 4, 4>(kc, nt, r0, r1);
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---- softmax -----------------------------------------------------------------------------------
@@ -1846,6 +2014,7 @@ void attn_dot_tiled_avx512(const float* q, uint32_t n_q, const void* k_tiles,
 // Decode 8 rows x 1 token, prefill 4 x 4, as Q4kQuad.
 void matmul_q6k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
+  if (q6k_prep(w, x, n & ~kMatmulExactRows, y, r0, r1)) return;
   drive<8, 4, 4>(q6k_mat<Q6kQuad>(w, x, y), n, r0, r1);
 }
 
