@@ -50,6 +50,12 @@ inline __m256 hi256(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
+// [lo | hi] (AVX512F only: insertf32x8 would need DQ).
+inline __m512 concat256(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                             _mm256_castps_pd(hi), 1));
+}
+
 // The halves added, then hsum's order: what store_tile512's 4-row path gives every lane (and
 // hsum512x8 each of its vectors), so rows reduce alike in every tile shape (kShapeInvariant).
 [[gnu::always_inline]] inline float hsum512(__m512 v) { return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi256(v))); }
@@ -893,10 +899,15 @@ void prep_q4_tokens(const QuantActs& x, uint32_t n, uint32_t groups, bool tail8,
   }
 }
 
-template <bool kFive, bool kMin>
+// kK (with kMin): Q4K / Q5K, whose (d * sc, -dmin * m) per group come from the super-block's
+// levels (q4k_levels) instead of a (d, m) plane: value = (d * sc) q - dmin * m, Q4_1's d q + m.
+template <bool kFive, bool kMin, bool kK = false>
 struct BlockQ4 {
+  static_assert(!kK || kMin, "Q4K / Q5K take the min term");
   const uint8_t* W;    // row r at W + r * w_row_bytes (nibbles, 16 bytes a group)
   size_t w_row_bytes;
+  const uint8_t* SUB;  // kK: (rows, supers, 16) sc[8], m[8]; WS then (rows, supers, 2) d, dmin
+  uint32_t supers;     // kK: super-blocks per row
   const uint8_t* HI;   // Q5 / Q5_1: row r's fifth bits at HI + r * hi_row_bytes (4 bytes a group)
   size_t hi_row_bytes;
   const uint16_t* WS;  // Q4 / Q5: (rows, groups) f16; Q4_1 / Q5_1: (rows, groups, 2) (d, m)
@@ -940,7 +951,16 @@ struct BlockQ4 {
   // Block b's w scales (kMin: d) of row r in sigma4 order, and (kMin) the mins in *m.
   [[gnu::always_inline]] __m512 block_ws(uint32_t r, uint32_t b, __m512* m) const {
     const uint16_t* w = WS + static_cast<size_t>(r) * ws_row;
-    if constexpr (kMin) {
+    if constexpr (kK) {
+      // super-blocks 2b, 2b + 1: the block's 16 groups (both whole: the block is)
+      const size_t s = static_cast<size_t>(r) * supers + 2 * static_cast<size_t>(b);
+      __m256 d0, m0, d1, m1;
+      q4k_levels(WS + 2 * s, SUB + 16 * s, &d0, &m0);
+      q4k_levels(WS + 2 * (s + 1), SUB + 16 * (s + 1), &d1, &m1);
+      const __m512 d = concat256(d0, d1), mm = concat256(m0, m1);
+      *m = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_permutexvar_ps(sigma4_index(), mm));
+      return _mm512_permutexvar_ps(sigma4_index(), d);
+    } else if constexpr (kMin) {
       const uint16_t* q = w + static_cast<size_t>(b) * kBlockGroups * 2;
       const __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
       const __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 16)));
@@ -961,7 +981,16 @@ struct BlockQ4 {
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
     const uint32_t g = blocks * kBlockGroups + 4 * q, ng = groups - g < 4 ? groups - g : 4;
     const uint16_t* w = WS + static_cast<size_t>(r) * ws_row;
-    if constexpr (kMin) {
+    if constexpr (kK) {
+      // lane 4k + i: group g + k, at lane g % 8 + k of its super-block's levels (groups past
+      // ng meet zero activations)
+      const size_t s = static_cast<size_t>(r) * supers + g / kQ4kSuperGroups;
+      __m256 dl, ml;
+      q4k_levels(WS + 2 * s, SUB + 16 * s, &dl, &ml);
+      const __m512i idx = _mm512_add_epi32(quad_of_lane, _mm512_set1_epi32(static_cast<int>(g % kQ4kSuperGroups)));
+      *m = _mm512_maskz_permutexvar_ps(0x1111, idx, _mm512_castps256_ps512(_mm256_sub_ps(_mm256_setzero_ps(), ml)));
+      return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(dl));
+    } else if constexpr (kMin) {
       const __m512 dm = _mm512_castps256_ps512(_mm256_cvtph_ps(
           _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (2 * ng)) - 1), w + 2 * g)));
       const __m512i two = _mm512_slli_epi32(quad_of_lane, 1);
@@ -1008,6 +1037,7 @@ struct BlockQ4 {
     const uint32_t rows = r_end - r < 8 ? r_end - r : 8;
     __m512i ul[4], uh[4], u[8];
     alignas(64) uint16_t wsv[32];  // virtual group v's scale (kMin: d at 2v, m at 2v + 1)
+    alignas(64) float kd[16], km[16];  // kK: virtual group v's d * sc and -dmin * m
     for (uint32_t a = 0; a < 4; ++a) {
       alignas(16) uint8_t h[16] = {};
       __m256i half[2];
@@ -1017,11 +1047,26 @@ struct BlockQ4 {
           const uint8_t* p = W + static_cast<size_t>(r + i) * w_row_bytes + g0 * 16;
           half[e] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
           if (kFive) memcpy(h + 8 * e, HI + static_cast<size_t>(r + i) * hi_row_bytes + g0 * 4, 8);
-          memcpy(wsv + (kMin ? 4 : 2) * i, WS + static_cast<size_t>(r + i) * ws_row + (kMin ? 2 : 1) * g0,
-                 (kMin ? 4 : 2) * sizeof(uint16_t));
+          if constexpr (kK) {
+            // g0 is a multiple of 16: the tail pair is groups 0, 1 of super-block g0 / 8
+            const size_t s = static_cast<size_t>(r + i) * supers + g0 / kQ4kSuperGroups;
+            __m256 dl, ml;
+            q4k_levels(WS + 2 * s, SUB + 16 * s, &dl, &ml);
+            alignas(32) float dv[8], mv[8];
+            _mm256_store_ps(dv, dl);
+            _mm256_store_ps(mv, ml);
+            kd[2 * i] = dv[0];
+            kd[2 * i + 1] = dv[1];
+            km[2 * i] = -mv[0];
+            km[2 * i + 1] = -mv[1];
+          } else {
+            memcpy(wsv + (kMin ? 4 : 2) * i, WS + static_cast<size_t>(r + i) * ws_row + (kMin ? 2 : 1) * g0,
+                   (kMin ? 4 : 2) * sizeof(uint16_t));
+          }
         } else {
           half[e] = _mm256_setzero_si256();  // its rows are never stored
           memset(wsv + (kMin ? 4 : 2) * i, 0, (kMin ? 4 : 2) * sizeof(uint16_t));
+          kd[2 * i] = kd[2 * i + 1] = km[2 * i] = km[2 * i + 1] = 0.0f;
         }
       }
       const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(half[0]), half[1], 1);
@@ -1030,7 +1075,10 @@ struct BlockQ4 {
     transpose4_lanes(ul, u);
     transpose4_lanes(uh, u + 4);
     __m512 ws, m = _mm512_setzero_ps();
-    if constexpr (kMin) {
+    if constexpr (kK) {
+      ws = _mm512_permutexvar_ps(sigma4_index(), _mm512_load_ps(kd));
+      m = _mm512_permutexvar_ps(sigma4_index(), _mm512_load_ps(km));
+    } else if constexpr (kMin) {
       const __m512 lo = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wsv)));
       const __m512 hi = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wsv + 16)));
       const __m512i s2 = _mm512_slli_epi32(sigma4_index(), 1);
@@ -1095,8 +1143,9 @@ struct BlockQ4 {
 
 // false when one token's prepared activations do not fit the stack buffer (rows wider than
 // ~53k columns): then the caller takes Q4Quad's tiles, for every token count alike.
-template <bool kFive, bool kMin>
+template <bool kFive, bool kMin, bool kK = false>
 bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0, uint32_t r1) {
+  if (kK && !x.sums) return false;  // no min-term sums: never for a run holding a Q4K matrix
   const uint32_t groups = w.row_stride / kQuantGroup;
   const uint32_t blocks = groups / kBlockGroups;
   const bool tail8 = groups - blocks * kBlockGroups == 2;
@@ -1105,8 +1154,10 @@ bool q4_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
   if (per_token > kPrepBytes) return false;
   alignas(64) uint8_t prep[kPrepBytes];
   const uint32_t chunk = static_cast<uint32_t>(kPrepBytes / per_token);
-  BlockQ4<kFive, kMin> k;
+  BlockQ4<kFive, kMin, kK> k;
   k.W = static_cast<const uint8_t*>(w.data);
+  k.SUB = kK ? w.subs : nullptr;
+  k.supers = (groups + kQ4kSuperGroups - 1) / kQ4kSuperGroups;
   k.w_row_bytes = w.row_stride / 2;
   k.HI = kFive ? w.high : nullptr;
   k.hi_row_bytes = w.row_stride / 8;
@@ -1304,6 +1355,7 @@ struct Q4kQuad : Q4kMat {
 // Q4Quad. Every row's arithmetic is the same in either tile (kShapeInvariant).
 void matmul_q4k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
+  if (n >= 2 && !(n & kMatmulExactRows) && q4_blocks<false, true, true>(w, x, n, y, r0, r1)) return;
   if (q4k_strided_decode(w.row_stride)) {
     drive<4, 4, 4>(q4k_mat<Q4kQuad<false, true>>(w, x, y), n, r0, r1);
   } else {
@@ -1314,6 +1366,7 @@ void matmul_q4k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, floa
 // As Q4K (the same tile, the fifth bits merged in).
 void matmul_q5k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
+  if (n >= 2 && !(n & kMatmulExactRows) && q4_blocks<true, true, true>(w, x, n, y, r0, r1)) return;
   if (q4k_strided_decode(w.row_stride)) {
     drive<4, 4, 4>(q4k_mat<Q4kQuad<true, true>>(w, x, y), n, r0, r1);
   } else {
