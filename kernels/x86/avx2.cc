@@ -6,8 +6,8 @@
 // block R rows. Decode (n = 1) uses 4 rows x 1 token: one pass over the weights, the activation
 // group shared by four rows; for Q8, f16 / f32 and Q6K the four rows are a quarter of the range
 // apart (decode_walk's strided tiles, tile.inc: four long streams instead of four short ones).
-// Prefill uses 2 rows x 4 tokens (Q8, Q5, Q4_1, Q5_1) / 4 x 2 (float, Q5K; Q4K and Q4 take block
-// sums) / 4 x 3 (Q6K).
+// Prefill uses 2 rows x 4 tokens (Q8, Q5, Q4_1, Q5_1, Q6K) / 4 x 2 (float, Q5K; Q4K and Q4 take
+// block sums).
 //
 // Q8: per 32-group, vpsignb makes |w| (unsigned) and x*sign(w), vpmaddubsw + vpmaddwd give eight
 // exact int32 partial sums (|w| <= 128, |x| <= 127: pair sums stay below 2^15), converted to float
@@ -31,9 +31,10 @@
 // and no -8 x sum; the 8 levels d * sc scale the block's sums and d_min * m times the
 // activations' group sums is taken off with one fnmadd per block); Q4kTile for rows too wide
 // for the stack buffer. Q5K: Q4K's walk with each group's fifth bits or'd into its nibbles as 16 (q in
-// [0, 31]: pair sums 31 * 127 * 2 < 2^15; Q4kTile<true>). Q6K: the same over the 6-bit values,
-// offset 32 removed as Q4's 8, the two sub-block scales of a group applied in int16 by vpmaddwd
-// (Q6kTile).
+// [0, 31]: pair sums 31 * 127 * 2 < 2^15; Q4kTile<true>). Q6K: four groups at a time over the
+// 6-bit values with the activations prepared in the weights' byte order, offset 32 removed as
+// Q4's 8, the sub-block scales applied in int16 by vpmaddwd (Q6kQuads; Q6kTile, a group at a
+// time, for rows too wide for its stack buffer).
 #include "isa.h"
 
 #if defined(RINGLM_KERNELS_X86)
@@ -1130,10 +1131,10 @@ void matmul_q5k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float*
   drive<4, 4, 2>(q4k_mat<Q4kTile<true>>(w, x, y), n, r0, r1);
 }
 
-// Decode 4 rows x 1 token as Q4K; prefill 4 rows x 3 tokens: each row's unpacking (7 of its 12
-// ops a group) serves a third token (SmolLM2 shape 1536 x 576, 128 tokens, one thread,
-// microbenchmark: 4 x 3 ~15 % faster than 4 x 2; 4 x 4 as fast, 3 x 4 and 2 x 4 in between,
-// 3 x 3, 5 x 3 and 6 x 2 slower).
+// Q6kQuads (decode 4 strided rows x 1 token, prefill 2 x 4: of 2 x 4, 3 x 4, 4 x 3, 3 x 3, 2 x 3
+// and 4 x 2 the fastest, SmolLM2 layer matmuls at 128 tokens in cache: 11.6-11.9 ms against
+// 12.0-14.0, Q6kTile's 4 x 3 16.4); Q6kTile (decode 4 x 1, prefill 4 x 3) for rows too wide for
+// its stack buffer, every token count alike.
 void matmul_q6k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1) {
   if (q6k_quads(w, x, n & ~kMatmulExactRows, y, r0, r1)) return;
