@@ -1028,10 +1028,13 @@ struct Q6kQuads : Q6kMat {
 
   template <int R, int T>
   void tile(uint32_t r, uint32_t t) const {
-    const auto [Wr, Hr, Dr, SCr, d_stride, sc_stride, Xt, XSt, xs_stride] = at(r, t);
-    (void)Xt;
-    (void)XSt;
-    (void)xs_stride;
+    // The rows' planes from at(); the activations come prepared (P), not from its X / XS.
+    const At rows = at(r, t);
+    const uint8_t* const Wr = rows.W;
+    const uint8_t* const Hr = rows.HI;
+    const uint16_t* const Dr = rows.D;
+    const int8_t* const SCr = rows.SC;
+    const size_t d_stride = rows.d_stride, sc_stride = rows.sc_stride;
     __m256 acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -1062,33 +1065,6 @@ struct Q6kQuads : Q6kMat {
   }
 };
 
-// false when one token's prepared quads do not fit the stack buffer (rows wider than ~9,000
-// groups) or there are none: then the caller takes Q6kTile, for every token count alike.
-bool q6k_quads(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-               uint32_t r1) {
-  Q6kQuads k;
-  static_cast<Q6kMat&>(k) = q6k_mat<Q6kMat>(w, x, y);
-  const size_t per_token = size_t{(k.groups + 3) / 4} * kQ6PQuadBytes;
-  if (per_token == 0 || per_token > kBlkPrepBytes) return false;
-  alignas(32) uint8_t prep[kBlkPrepBytes];
-  const uint32_t chunk = static_cast<uint32_t>(kBlkPrepBytes / per_token);
-  k.quads = k.groups / 4;
-  k.tail = k.groups % 4;
-  k.P = prep;
-  k.p_stride = per_token;
-  const size_t xs_stride = x.stride / kQuantGroup;
-  for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
-    const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
-    for (uint32_t t = 0; t < nt; ++t) {
-      Q6kQuads::prep_token(x.qs + size_t{t0 + t} * x.stride, x.scales + size_t{t0 + t} * xs_stride,
-                           k.groups, prep + t * per_token);
-    }
-    Q6kQuads kc = k;
-    kc.Y = y + size_t{t0} * w.rows;
-    drive<4, 2, 4>(kc, nt, r0, r1);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -1137,7 +1113,10 @@ void matmul_q5k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float*
 // its stack buffer, every token count alike.
 void matmul_q6k_avx2(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                      uint32_t r1) {
-  if (q6k_quads(w, x, n & ~kMatmulExactRows, y, r0, r1)) return;
+  if (q6k_prepared_matmul<Q6kQuads, kQ6PQuadBytes, kBlkPrepBytes, 4, 2, 4>(
+          w, x, n & ~kMatmulExactRows, y, r0, r1)) {
+    return;
+  }
   drive<4, 4, 3>(q6k_mat<Q6kTile>(w, x, y), n, r0, r1);
 }
 

@@ -1635,33 +1635,6 @@ struct Q6kPrep : Q6kMat {
   }
 };
 
-// false when one token's prepared quads do not fit the stack buffer or there are none: then
-// the caller takes Q6kQuad, for every token count alike.
-bool q6k_prep(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
-              uint32_t r1) {
-  Q6kPrep k;
-  static_cast<Q6kMat&>(k) = q6k_mat<Q6kMat>(w, x, y);
-  const size_t per_token = size_t{(k.groups + 3) / 4} * kQ6PQuadBytes;
-  if (per_token == 0 || per_token > kPrepBytes) return false;
-  alignas(64) uint8_t prep[kPrepBytes];
-  const uint32_t chunk = static_cast<uint32_t>(kPrepBytes / per_token);
-  k.quads = k.groups / 4;
-  k.tail = k.groups % 4;
-  k.P = prep;
-  k.p_stride = per_token;
-  const size_t xs_stride = x.stride / kQuantGroup;
-  for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
-    const uint32_t nt = n - t0 < chunk ? n - t0 : chunk;
-    for (uint32_t t = 0; t < nt; ++t) {
-      Q6kPrep::prep_token(x.qs + size_t{t0 + t} * x.stride, x.scales + size_t{t0 + t} * xs_stride,
-                          k.groups, prep + t * per_token);
-    }
-    Q6kPrep kc = k;
-    kc.Y = y + size_t{t0} * w.rows;
-    drive<8, 4, 4>(kc, nt, r0, r1);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -2071,7 +2044,10 @@ void attn_dot_tiled_avx512(const float* q, uint32_t n_q, const void* k_tiles,
 // Decode 8 rows x 1 token, prefill 4 x 4, as Q4kQuad.
 void matmul_q6k_avx512(const WeightView& w, const QuantActs& x, uint32_t n, float* y, uint32_t r0,
                        uint32_t r1) {
-  if (q6k_prep(w, x, n & ~kMatmulExactRows, y, r0, r1)) return;
+  if (q6k_prepared_matmul<Q6kPrep, kQ6PQuadBytes, kPrepBytes, 8, 4, 4>(
+          w, x, n & ~kMatmulExactRows, y, r0, r1)) {
+    return;
+  }
   drive<8, 4, 4>(q6k_mat<Q6kQuad>(w, x, y), n, r0, r1);
 }
 
