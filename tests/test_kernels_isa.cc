@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <limits>
 #include <random>
 #include <utility>
@@ -376,6 +377,47 @@ void test_quant_exact(const KernelTable* k, const KernelTable* ref, WeightType t
   }
 }
 
+// Q6K at the ends of its integer range: every q 0 (q - 32 = -32) or every q 63, activations all
+// -127 or all +127, every sub-block scale -128 or 127, d = 1: the largest sums a kernel's int32
+// lanes can meet (AVX2's quads hold 256 * sc * 16 products of a group: 2^31 * 127 / 128 at most).
+// Results as the reference's, to the same bound as the random cases: a wrapped lane would miss by
+// ~2^32.
+void test_q6k_extremes(const KernelTable* k, const KernelTable* ref) {
+  std::mt19937 rng(606);
+  for (uint32_t cols : {32u, 96u, 256u, 288u, 576u}) {
+    for (int q_hi = 0; q_hi < 2; ++q_hi) {
+      for (int x_pos = 0; x_pos < 2; ++x_pos) {
+        for (int sc_pos = 0; sc_pos < 2; ++sc_pos) {
+          const uint32_t rows = 5, n = 3;
+          QuantCase qc(rng, WeightType::Q6K, rows, cols, n);
+          std::fill(qc.data.begin(), qc.data.end(), q_hi ? 0xff : 0x00);
+          std::fill(qc.high.begin(), qc.high.end(), q_hi ? 0xff : 0x00);
+          for (uint16_t& s : qc.scales) s = 0x3c00;  // d = 1.0
+          std::fill(qc.subs.begin(), qc.subs.end(), static_cast<uint8_t>(sc_pos ? 127 : 0x80));
+          std::fill(qc.xq.begin(), qc.xq.end(), static_cast<int8_t>(x_pos ? 127 : -127));
+          std::fill(qc.xs.begin(), qc.xs.end(), 1.0f);
+          const WeightView v = qc.view();
+          const QuantActs qa = qc.acts();
+          std::vector<float> y(size_t{n} * rows, kSentinel), yr(y);
+          k->matmul_q6k(v, qa, n, y.data(), 0, rows);
+          ref->matmul_q6k(v, qa, n, yr.data(), 0, rows);
+          for (uint32_t t = 0; t < n; ++t) {
+            for (uint32_t r = 0; r < rows; ++r) {
+              const size_t i = size_t{t} * rows + r;
+              // every product is 32 or 31 x 127 x |sc|: the sum's magnitude bounds its rounding
+              const double mag = static_cast<double>(cols) * 32 * 127 * 128;
+              ASSERT_NEAR(y[i], yr[i], 1e-5 * mag) << "cols " << cols << " q " << (q_hi ? 63 : 0)
+                                                   << " x " << (x_pos ? 127 : -127) << " sc "
+                                                   << (sc_pos ? 127 : -128) << " t " << t << " r " << r;
+              ASSERT_GT(fabs(static_cast<double>(yr[i])), 0.5 * mag) << "the case is not extreme";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 void test_float_matmul(const KernelTable* k, const KernelTable* ref, bool f16) {
   std::mt19937 rng(f16 ? 16 : 32);
   for (const Shape& s : matmul_shapes()) {
@@ -500,6 +542,7 @@ TEST_P(KernelsIsa, MatmulQ5K) { test_quant_matmul(k_, ref_, WeightType::Q5K); }
 TEST_P(KernelsIsa, MatmulQ5KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q5K); }
 TEST_P(KernelsIsa, MatmulQ6K) { test_quant_matmul(k_, ref_, WeightType::Q6K); }
 TEST_P(KernelsIsa, MatmulQ6KExactIntegers) { test_quant_exact(k_, ref_, WeightType::Q6K); }
+TEST_P(KernelsIsa, MatmulQ6KExtremes) { test_q6k_extremes(k_, ref_); }
 TEST_P(KernelsIsa, MatmulF32) { test_float_matmul(k_, ref_, false); }
 TEST_P(KernelsIsa, MatmulF16) { test_float_matmul(k_, ref_, true); }
 
