@@ -124,6 +124,11 @@ const char kUsage[] =
     "                          faster of one and of four sequential streams a thread, as decode\n"
     "                          reads a matrix; speculative rows can pass 100 %: several tokens\n"
     "                          per weight read)\n"
+    "      --bw-each           measure the read bandwidth (in a child process, --bw-mib buffers,\n"
+    "                          best of 2) just before every timed tg repetition, and report each\n"
+    "                          decode row's share of it repetition by repetition (median and\n"
+    "                          range): a share that the machine's drifting bandwidth between the\n"
+    "                          runs and the end-of-run measurement does not move\n"
     "  -o, --output md|json    md (default): the markdown table and notes on stdout; json: one\n"
     "                          JSON document on stdout for scripts (environment, config, rows,\n"
     "                          bandwidth, decode bytes per token, depth ratios), the table and\n"
@@ -463,7 +468,8 @@ std::vector<uint32_t> bandwidth_thread_counts(const std::vector<uint32_t>& threa
 
 // measure_bandwidth for each count in a child process (its buffers never touch this process's
 // peak RSS); results come back through a pipe. Empty if the child fails.
-std::vector<BandwidthResult> bandwidth_in_child(uint32_t mib, const std::vector<uint32_t>& counts) {
+std::vector<BandwidthResult> bandwidth_in_child(uint32_t mib, const std::vector<uint32_t>& counts,
+                                               int reps = 5) {
   std::vector<BandwidthResult> out;
   int fds[2];
   if (pipe(fds) != 0) return out;
@@ -479,7 +485,7 @@ std::vector<BandwidthResult> bandwidth_in_child(uint32_t mib, const std::vector<
     close(fds[0]);
     for (uint32_t c : counts) {
       BandwidthResult b;
-      if (!measure_bandwidth(static_cast<size_t>(mib) << 20, c, 5, &b)) continue;
+      if (!measure_bandwidth(static_cast<size_t>(mib) << 20, c, reps, &b)) continue;
       if (write(fds[1], &b, sizeof b) != static_cast<ssize_t>(sizeof b)) break;
     }
     _exit(0);
@@ -852,6 +858,7 @@ struct BenchOptions {
   std::vector<uint32_t> depths;       // --depth: context tokens before the pp and tg runs
   bool cpu_clock = false;             // --clock cpu
   bool vs_roofline = false;           // --vs-roofline: the table's roofline column
+  bool bw_each = false;               // --bw-each: read bandwidth before every tg repetition
   bool json_output = false;           // -o json
 };
 
@@ -942,6 +949,8 @@ int parse_bench_flags(int argc, char** argv, BenchOptions* o) {
       for (uint32_t n : loads) ok = ok && n <= 64;
     } else if (a == "--vs-roofline") {
       o->vs_roofline = true;
+    } else if (a == "--bw-each") {
+      o->bw_each = true;
     } else if (a == "-o" || a == "--output") {
       if (!need()) return 2;
       ok = !strcmp(v, "md") || !strcmp(v, "json");
@@ -1204,6 +1213,7 @@ int cmd_bench(int argc, char** argv) {
     size_t depth_index = 0;  // into depths
     uint32_t depth = 0;
     std::vector<double> pp_reps, tg_reps;  // t/s of each repetition, for the depth ratios
+    std::vector<double> tg_bw;  // --bw-each: read GB/s measured just before each tg repetition
   };
   uint32_t failed_rows = 0, rows_total = 0;
   size_t n_configs = 0;
@@ -1317,6 +1327,13 @@ int cmd_bench(int argc, char** argv) {
             tps->assign(runs.size(), {});
             for (uint32_t r = 0; r < reps; ++r) {
               for (size_t i = 0; i < runs.size(); ++i) {
+                if (!prefill && opts.bw_each) {
+                  // In a child: its buffers never count in this process's peak RSS. 0 when
+                  // it could not run (that repetition's share is then left out).
+                  const std::vector<BandwidthResult> b =
+                      bandwidth_in_child(bw_mib ? bw_mib : 256, {nt}, 2);
+                  per[i].tg_bw.push_back(b.empty() ? 0.0 : b.front().read_gbs);
+                }
                 if (!(prefill ? runs[i].pp(n, &secs) : runs[i].tg(n, &secs))) {
                   fprintf(stderr, "ringlm bench: %s: %s\n", names[i].c_str(),
                           runs[i].error.c_str());
@@ -1622,6 +1639,7 @@ int cmd_bench(int argc, char** argv) {
   };
 
   printf("\n");
+  nlohmann::json bw_each_json = nlohmann::json::array();  // --bw-each shares, per decode row
   for (const RunResult& r : results) {
     if (!r.supported || n_gen == 0) continue;
     // At a depth, each step also reads the K and V rows of every position before it.
@@ -1650,6 +1668,27 @@ int cmd_bench(int argc, char** argv) {
              b->read_gbs > 0 ? 100.0 * gbs / b->read_gbs : 0.0, b->read_gbs);
     }
     printf("\n");
+    // --bw-each: repetition k's bytes x t/s over the read bandwidth measured just before it.
+    std::vector<double> shares;
+    for (size_t k = 0; k < std::min(r.tg_bw.size(), r.tg_reps.size()); ++k) {
+      if (r.tg_bw[k] > 0) shares.push_back(100.0 * decode_bytes * r.tg_reps[k] * 1e-9 / r.tg_bw[k]);
+    }
+    if (!shares.empty()) {
+      std::vector<double> bws;
+      for (double b : r.tg_bw)
+        if (b > 0) bws.push_back(b);
+      const double med = median_of(shares);
+      printf("decode (%s, %u thread%s%s): %.1f%% of the read bandwidth measured just before each "
+             "repetition (median of %zu; range %.1f-%.1f%%; read %.2f-%.2f GB/s)\n",
+             r.backend.c_str(), r.threads, r.threads == 1 ? "" : "s", load_note, med,
+             shares.size(), *std::min_element(shares.begin(), shares.end()),
+             *std::max_element(shares.begin(), shares.end()),
+             *std::min_element(bws.begin(), bws.end()), *std::max_element(bws.begin(), bws.end()));
+      nlohmann::json o = {{"backend", r.backend}, {"threads", r.threads}, {"depth", r.depth},
+                          {"load", r.load}, {"read_share_pct_median", med},
+                          {"read_share_pct_reps", shares}, {"read_gbs_reps", bws}};
+      bw_each_json.push_back(o);
+    }
   }
   // -d LIST: each further depth against the first, per configuration and test. The ratio of
   // the means, and of the repetitions taken in pairs (repetition r at this depth over repetition
@@ -1787,6 +1826,7 @@ int cmd_bench(int argc, char** argv) {
     }
     j["rows"] = rows;
     j["depth_ratios"] = depth_ratios;
+    if (opts.bw_each) j["decode_read_share"] = bw_each_json;
     nlohmann::json bws = nlohmann::json::array();
     for (const BandwidthResult& b : bw)
       bws.push_back({{"threads", b.threads},

@@ -740,11 +740,12 @@ bool q8_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
     k.X = xc.qs;
     k.Y = y + static_cast<size_t>(t0) * w.rows;
     if (nt == 1) {
-      // Four streams (rows q, Q + q, 2Q + q, 3Q + q), then the rows past 4Q as below; not for
-      // tail8 rows, whose eight adjacent rows the tail block reads together. Microbenchmark of
+      // Four streams (rows q, Q + q, 2Q + q, 3Q + q), then the rows past 4Q as below; tail8
+      // rows (whose tails eight adjacent rows share) the same way below. Microbenchmark of
       // the decode matmul, 256 MiB of matrices, one thread, Zen 5, G weights/s, one row at a
       // time -> four streams: 1,536 columns 19 -> 25, 960 16 -> 20, 2,048 20-22 -> 21-26, 8,192
-      // 19-20 -> 25, 896 17 -> 16-18; 576 (tail8) 31 -> 23 (not taken).
+      // 19-20 -> 25, 896 17 -> 16-18; 576 (tail8, its tails then taken by the pair step, five
+      // more ops a row) 31 -> 23.
       const uint32_t Q = (r1 - r0) / 4;
       uint32_t rs = r0;
       if (!tail8 && Q >= 2) {
@@ -752,6 +753,22 @@ bool q8_blocks(const WeightView& w, const QuantActs& x, uint32_t n, float* y, ui
         rs = r0 + 4 * Q;
       }
       if (tail8) {
+        // Four sequential streams as above, read together: rows q, Q + q, 2Q + q, 3Q + q
+        // (Q a multiple of 8) through the blocks, and after eight such steps the tails of the
+        // four runs of eight rows they completed (tail8_rows, as in order: the same operations
+        // for every row, so the same outputs). Reading the rows in order, eight at a time, is
+        // one stream, which Intel's prefetchers run at about half the rate of four (Xeon
+        // Emerald Rapids, `ringlm bench`'s probe: 1 / 4 streams 8.9 / 18.0 GB/s): SmolLM2-135M
+        // shape q8, one thread, tg64 alternated six times, in order 90-123 t/s, four streams
+        // 113-152, the avx2 table's strided rows 99-147.
+        const uint32_t QQ = (r1 - r0) / 32 * 8;
+        if (QQ >= 16) {
+          for (uint32_t q = 0; q < QQ; q += 8) {
+            for (uint32_t i = q; i < q + 8; ++i) k.rows_strided<4>(r0 + i, QQ);
+            for (uint32_t p = 0; p < 4; ++p) k.tail8_rows(r0 + p * QQ + q, r0 + p * QQ + q + 8, 0, 1);
+          }
+          rs = r0 + 4 * QQ;
+        }
         for (uint32_t r = rs; r < r1; r += 8) {
           const uint32_t re = r1 - r < 8 ? r1 : r + 8;
           for (uint32_t i = r; i < re; ++i) k.row1(i);
