@@ -924,6 +924,42 @@ TEST(BenchCli, OnlyOneTest) {
 
 // -o json: one JSON document on stdout (the table goes to stderr); --vs-roofline measures the
 // bandwidth first and gives each decode row bytes per token x t/s over the read bandwidth (#19).
+// --bw-each: a bandwidth probe before every tg repetition, each repetition's share of it.
+TEST(BenchCli, BwEachSharesPerRepetition) {
+  ringlm_test::RandomModelShape shape;
+  AlignedBuffer buf;
+  std::string err;
+  ASSERT_TRUE(ringlm_test::random_model(shape, fb::DType::Q8, &buf, &err)) << err;
+  const std::string path = ringlm_test::temp_dir() + "/tinybweach.rlm";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  }
+  const std::string b = ringlm_test::ringlm_bin() + " bench -m " + path + " -p 0 -n 4 -r 3 --bw-mib 8";
+  std::string out;
+  ASSERT_EQ(ringlm_test::run_command(b + " --bw-each -o json 2>/dev/null", &out), 0) << out;
+  const json j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  ASSERT_TRUE(j.contains("decode_read_share")) << j.dump(2);
+  ASSERT_EQ(j["decode_read_share"].size(), 1u) << j.dump(2);
+  const json& s = j["decode_read_share"][0];
+  EXPECT_EQ(s["threads"], 1);
+  ASSERT_EQ(s["read_share_pct_reps"].size(), 3u) << s.dump();
+  ASSERT_EQ(s["read_gbs_reps"].size(), 3u) << s.dump();
+  std::vector<double> shares;
+  for (const json& v : s["read_share_pct_reps"]) shares.push_back(v.get<double>());
+  for (const json& v : s["read_gbs_reps"]) EXPECT_GT(v.get<double>(), 0.0);
+  std::sort(shares.begin(), shares.end());
+  EXPECT_GT(shares.front(), 0.0);
+  EXPECT_EQ(s["read_share_pct_median"].get<double>(), shares[1]);
+  ASSERT_EQ(ringlm_test::run_command(b + " --bw-each 2>/dev/null", &out), 0) << out;
+  EXPECT_NE(out.find("of the read bandwidth measured just before each repetition (median of 3;"),
+            std::string::npos) << out;
+  // Without the flag: neither the line nor the JSON key.
+  ASSERT_EQ(ringlm_test::run_command(b + " -o json 2>/dev/null", &out), 0) << out;
+  EXPECT_FALSE(json::parse(out).contains("decode_read_share"));
+}
+
 TEST(BenchCli, JsonOutputAndRooflineColumn) {
   ringlm_test::RandomModelShape shape;
   AlignedBuffer buf;
