@@ -105,6 +105,24 @@ inline void store_tile512(const __m512 (&acc)[R][T], float* Y, size_t y_stride, 
   return _mm512_castps512_ps256(q);
 }
 
+// q4k_levels (x86.inc) in one zmm: the 16 level bytes widened and converted together, times
+// [d x 8, dmin x 8]: the same two products per lane (float(sc) x d, float(m) x dmin), so the same
+// floats, in ~7 vector ops where two ymm halves took ~13 (a super-block's levels were about half
+// of a 576-column Q4K decode row's ops).
+[[gnu::always_inline]] inline void q4k_levels512(const uint16_t* dm_pair, const uint8_t* levels,
+                                                 __m256* dl, __m256* ml) {
+  uint32_t dm_bits;
+  memcpy(&dm_bits, dm_pair, sizeof dm_bits);
+  const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm_bits)));  // d, dmin
+  const __m512 dmv = _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), _mm512_castps128_ps512(dm));
+  const __m512 lv = _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels))));
+  const __m512 v = _mm512_mul_ps(lv, dmv);
+  *dl = _mm512_castps512_ps256(v);
+  *ml = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
 // Lane indices spreading block scales sc[2k], sc[2k+1] over a zmm (8 lanes each).
 inline __m512i pair_index(uint32_t k) {
   const __m512i lo = _mm512_set1_epi32(static_cast<int>(2 * k));
@@ -974,8 +992,8 @@ struct BlockQ4 {
       // super-blocks 2b, 2b + 1: the block's 16 groups (both whole: the block is)
       const size_t s = static_cast<size_t>(r) * supers + 2 * static_cast<size_t>(b);
       __m256 d0, m0, d1, m1;
-      q4k_levels(WS + 2 * s, SUB + 16 * s, &d0, &m0);
-      q4k_levels(WS + 2 * (s + 1), SUB + 16 * (s + 1), &d1, &m1);
+      q4k_levels512(WS + 2 * s, SUB + 16 * s, &d0, &m0);
+      q4k_levels512(WS + 2 * (s + 1), SUB + 16 * (s + 1), &d1, &m1);
       const __m512 d = concat256(d0, d1), mm = concat256(m0, m1);
       *m = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_permutexvar_ps(sigma4_index(), mm));
       return _mm512_permutexvar_ps(sigma4_index(), d);
@@ -1005,7 +1023,7 @@ struct BlockQ4 {
       // ng meet zero activations)
       const size_t s = static_cast<size_t>(r) * supers + g / kQ4kSuperGroups;
       __m256 dl, ml;
-      q4k_levels(WS + 2 * s, SUB + 16 * s, &dl, &ml);
+      q4k_levels512(WS + 2 * s, SUB + 16 * s, &dl, &ml);
       const __m512i idx = _mm512_add_epi32(quad_of_lane, _mm512_set1_epi32(static_cast<int>(g % kQ4kSuperGroups)));
       *m = _mm512_maskz_permutexvar_ps(0x1111, idx, _mm512_castps256_ps512(_mm256_sub_ps(_mm256_setzero_ps(), ml)));
       return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(dl));
@@ -1070,7 +1088,7 @@ struct BlockQ4 {
             // g0 is a multiple of 16: the tail pair is groups 0, 1 of super-block g0 / 8
             const size_t s = static_cast<size_t>(r + i) * supers + g0 / kQ4kSuperGroups;
             __m256 dl, ml;
-            q4k_levels(WS + 2 * s, SUB + 16 * s, &dl, &ml);
+            q4k_levels512(WS + 2 * s, SUB + 16 * s, &dl, &ml);
             alignas(32) float dv[8], mv[8];
             _mm256_store_ps(dv, dl);
             _mm256_store_ps(mv, ml);
@@ -1293,7 +1311,7 @@ struct Q4kQuad : Q4kMat {
         }
         for (int i = 0; i < R; ++i) {
           __m256 dl, ml;
-          q4k_levels(DMr + i * dm_stride + 2 * s, SUBr + i * sub_stride + 16 * s, &dl, &ml);
+          q4k_levels512(DMr + i * dm_stride + 2 * s, SUBr + i * sub_stride + 16 * s, &dl, &ml);
           for (int j = 0; j < T; ++j) {
             _mm256_store_ps(sc[i][j], _mm256_mul_ps(dl, xs[j]));
             acc[i][j] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(ml), _mm512_zextps256_ps512(xm[j]), acc[i][j]);
