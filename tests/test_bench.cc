@@ -926,15 +926,7 @@ TEST(BenchCli, OnlyOneTest) {
 // bandwidth first and gives each decode row bytes per token x t/s over the read bandwidth (#19).
 // --bw-each: a bandwidth probe before every tg repetition, each repetition's share of it.
 TEST(BenchCli, BwEachSharesPerRepetition) {
-  ringlm_test::RandomModelShape shape;
-  AlignedBuffer buf;
-  std::string err;
-  ASSERT_TRUE(ringlm_test::random_model(shape, fb::DType::Q8, &buf, &err)) << err;
-  const std::string path = ringlm_test::temp_dir() + "/tinybweach.rlm";
-  {
-    std::ofstream f(path, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
-  }
+  const std::string path = tiny_q8_model("tinybweach.rlm");
   const std::string b = ringlm_test::ringlm_bin() + " bench -m " + path + " -p 0 -n 4 -r 3 --bw-mib 8";
   std::string out;
   ASSERT_EQ(ringlm_test::run_command(b + " --bw-each -o json 2>/dev/null", &out), 0) << out;
@@ -961,15 +953,7 @@ TEST(BenchCli, BwEachSharesPerRepetition) {
 }
 
 TEST(BenchCli, JsonOutputAndRooflineColumn) {
-  ringlm_test::RandomModelShape shape;
-  AlignedBuffer buf;
-  std::string err;
-  ASSERT_TRUE(ringlm_test::random_model(shape, fb::DType::Q8, &buf, &err)) << err;
-  const std::string path = ringlm_test::temp_dir() + "/tinyjson.rlm";
-  {
-    std::ofstream f(path, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
-  }
+  const std::string path = tiny_q8_model("tinyjson.rlm");
   const std::string b = ringlm_test::ringlm_bin() + " bench -m " + path +
                         " -p 4 -n 4 -r 1 --bw-mib 8 --vs-roofline";
   std::string out;
