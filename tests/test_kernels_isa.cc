@@ -462,13 +462,15 @@ void test_exact_rows(const KernelTable* k, WeightType type) {
   std::mt19937 rng(77 + static_cast<int>(type));
   const uint32_t rows_list[] = {37, 70, 133};
   // 1568 columns: 49 groups, three 16-group blocks and an odd tail group (avx512 q8's block sums)
-  const uint32_t cols_list[] = {64, 576, 1000, 1568};
+  // 224 / 352 / 416 / 896 / 960: 7, 11, 13, 28, 30 groups (q4's decode tails of 7, 3, 5, 4, 6
+  // groups past its 8-group blocks)
+  const uint32_t cols_list[] = {64, 576, 1000, 1568, 224, 352, 416, 896, 960};
   // 17: more than one multi-token tile (avx512 q8 takes 8 tokens a tile), as prefill
   const uint32_t n_list[] = {2, 5, 9, 17};
   int i = 0;
   for (uint32_t rows : rows_list) {
     for (uint32_t cols : cols_list) {
-      const uint32_t n = n_list[(i + i / 4) % 4];  // every n meets every width
+      const uint32_t n = n_list[(i % 9 + i / 9) % 4];  // each width meets 3 of the 4 n
       ++i;
       WeightView v;
       std::vector<float> wf, x = normal(rng, size_t{n} * cols, 1.0f);
