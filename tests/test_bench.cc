@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -1042,8 +1043,10 @@ TEST(BenchCli, DepthListRowsAndRatioLines) {
   EXPECT_NE(out.find("depth (" + rows[0].cells[3] + ", 1 thread): pp4 @ d16"), std::string::npos)
       << out;
   for (const DepthLine* d : {&pp, &tg}) {
+    // Positive and finite, no upper bound: these are timings of a tiny model, and one preempted
+    // repetition on a loaded machine (CI under ASan) put a pair's ratio above 10.
     EXPECT_GT(d->ratio, 0.0);
-    EXPECT_LT(d->ratio, 10.0);
+    EXPECT_TRUE(std::isfinite(d->ratio));
     EXPECT_EQ(d->pairs, 2u);  // -r 2
     EXPECT_GT(d->lo, 0.0);
     EXPECT_LE(d->lo, d->median);
@@ -1086,7 +1089,7 @@ TEST(BenchCli, DepthListOrderVerifyAndEcho) {
   DepthLine tg;
   ASSERT_TRUE(depth_line(out, "tg4", "tg4 @ d24", &tg)) << out;
   EXPECT_GT(tg.ratio, 0.0);
-  EXPECT_LT(tg.ratio, 10.0);
+  EXPECT_TRUE(std::isfinite(tg.ratio));  // a timing: no upper bound (DepthListRowsAndRatioLines)
   EXPECT_GT(tg.bytes_from, tg.bytes_to);
   EXPECT_GT(tg.roofline, 1.0);
   EXPECT_EQ(out.find("depth (", tg.at + 1), std::string::npos) << out;  // -p 0: one line
@@ -1158,7 +1161,7 @@ TEST(BenchCli, DepthListJson) {
     EXPECT_LE(med, hi);
     EXPECT_GE(ratio, lo * (1 - 1e-12));
     EXPECT_LE(ratio, hi * (1 + 1e-12));
-    EXPECT_LT(hi, 10.0);
+    EXPECT_TRUE(std::isfinite(hi));  // a timing: no upper bound (DepthListRowsAndRatioLines)
   }
   EXPECT_FALSE(ratios[0].contains("roofline_ratio"));
   EXPECT_DOUBLE_EQ(ratios[1]["roofline_ratio"].get<double>(), weights / b16);
